@@ -1,0 +1,185 @@
+"""The all-convolutional, normalization-free residual network of Hardt & Ma, Section 4.
+
+CIFAR (Table 1): one standard 3x3x3x16 conv; three stages of 9 residual blocks with 64, 128, 256
+channels, the first block of stages 2 and 3 with stride 2; 8x8 global average pool; a fixed random
+projection 256 x num_classes that is never trained. 55 convolutions, 13,538,736 trainable
+parameters (the paper says 13.5M in Table 1, 13.59M in the text), all of them convolution kernels.
+
+ImageNet (Section 4.2) uses the same builder with the stage layout of the 34-layer ResNet; see
+`imagenet_model_config` in resnet_nobn/imagenet.py.
+
+One builder makes the paper's model and the ablations / the usual baseline:
+  norm='none'   the paper: block `x + C2(ReLU(C1 x))`, no normalization anywhere.
+  norm='batch'  the BN-ResNet users compare against: the same shape, pre-activation blocks
+                `x + C2(ReLU(BN(C1(ReLU(BN x)))))` and a final BN-ReLU before pooling, as in the
+                TensorFlow ResNet code the paper forked (He et al. 2016, "identity mappings").
+  init          residual convs N(0, sigma^2) with sigma = 1/(k^2 c) ('identity', the paper's),
+                1/(k sqrt c) ('standard', the usual one the paper contrasts with), or
+                sqrt(2/(k^2 c)) ('he', He et al. 2015, used by the BN baseline);
+                k = kernel size, c = output channels.
+  head          'random': fixed seeded Gaussian projection, a non-trainable variable, so it is
+                saved in checkpoints and evaluation uses the same matrix; 'trained': a Dense layer.
+"""
+import dataclasses
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import layers
+
+from resnet_nobn.blocks import ResidualBlock
+
+NORMS = ("none", "batch")
+INITS = ("identity", "standard", "he")
+HEADS = ("random", "trained")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Architecture. The defaults are Table 1 for CIFAR-10."""
+    num_classes: int = 10
+    image_size: int = 32
+    widths: tuple = (64, 128, 256)
+    blocks_per_stage: tuple = (9, 9, 9)
+    strides: tuple = (1, 2, 2)
+    stem_width: int = 16
+    stem_kernel: int = 3
+    stem_stride: int = 1
+    kernel_size: int = 3
+    norm: str = "none"
+    init: str = "identity"
+    head: str = "random"
+    head_seed: int = 0
+
+    def __post_init__(self):
+        if not (len(self.widths) == len(self.blocks_per_stage) == len(self.strides)):
+            raise ValueError(
+                f"widths {self.widths}, blocks_per_stage {self.blocks_per_stage} and strides "
+                f"{self.strides} must have one entry per stage")
+        if self.norm not in NORMS or self.init not in INITS or self.head not in HEADS:
+            raise ValueError(f"norm/init/head must be in {NORMS}/{INITS}/{HEADS}")
+        if min(self.widths) < 1 or min(self.blocks_per_stage) < 1:
+            raise ValueError("widths and blocks_per_stage must be positive")
+        if list((self.stem_width,) + tuple(self.widths)) != sorted((self.stem_width,) + tuple(self.widths)):
+            raise ValueError("the zero-padding shortcut needs non-decreasing widths, the first "
+                             f"at least stem_width={self.stem_width}; got {self.widths}")
+
+
+def residual_init_stddev(kernel_size, out_channels, init):
+    """Standard deviation of a residual conv's N(0, sigma^2) init (Section 4).
+
+    'identity': sigma = 1/(k^2 c), the paper's; 'standard': 1/(k sqrt c); 'he': sqrt(2/(k^2 c)).
+    """
+    k, c = kernel_size, out_channels
+    return {"identity": 1.0 / (k * k * c),
+            "standard": 1.0 / (k * math.sqrt(c)),
+            "he": math.sqrt(2.0 / (k * k * c))}[init]
+
+
+def _conv(filters, kernel_size, stride, stddev, seed, name):
+    return layers.Conv2D(
+        filters, kernel_size, strides=stride, padding="same", use_bias=False,
+        kernel_initializer=keras.initializers.RandomNormal(stddev=stddev, seed=seed), name=name)
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
+class PoolPadShortcut(layers.Layer):
+    """Shortcut where the shape changes: average pooling, then zero-padding of channels.
+
+    As in the TensorFlow ResNet code the paper forked: `avg_pool(stride, stride, 'VALID')`, then
+    `(out - in) // 2` zero channels before and the rest after.
+    """
+
+    def __init__(self, stride, in_channels, out_channels, **kwargs):
+        super().__init__(**kwargs)
+        self.stride, self.in_channels, self.out_channels = stride, in_channels, out_channels
+
+    def call(self, x):
+        if self.stride > 1:
+            x = tf.nn.avg_pool2d(x, self.stride, self.stride, "VALID")
+        extra = self.out_channels - self.in_channels
+        if extra:
+            x = tf.pad(x, [[0, 0], [0, 0], [0, 0], [extra // 2, extra - extra // 2]])
+        return x
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
+class RandomProjection(layers.Layer):
+    """The fixed random-projection head of Section 4: `logits = features @ P`, P never trained.
+
+    P ~ N(0, 1/in_features), drawn from `seed`. It is a non-trainable variable, so checkpoints hold
+    it and a restored model evaluates with the matrix it was trained with. Computed in float32.
+    """
+
+    def __init__(self, num_classes, seed, **kwargs):
+        super().__init__(dtype="float32", **kwargs)
+        self.num_classes, self.seed = num_classes, seed
+
+    def build(self, input_shape):
+        n_in = int(input_shape[-1])
+        value = np.random.default_rng(self.seed).normal(
+            0.0, 1.0 / math.sqrt(n_in), size=(n_in, self.num_classes)).astype("float32")
+        self.projection = self.add_weight(
+            name="projection", shape=(n_in, self.num_classes),
+            initializer=keras.initializers.Constant(value), trainable=False)
+
+    def call(self, x):
+        return tf.matmul(tf.cast(x, tf.float32), self.projection)
+
+
+def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
+    """Builds the network of Table 1 (or its ImageNet / ablation / BN variants) from `cfg`.
+
+    `seed` seeds the conv initialisers; `cfg.head_seed` seeds the random projection. Layer names
+    are `stem`, `stage{i}_block{j}` and `head`, so per-stage weights can be found by name.
+    """
+    batch_norm = cfg.norm == "batch"
+
+    def bn(name):
+        return layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name=name) if batch_norm else None
+
+    inputs = keras.Input((cfg.image_size, cfg.image_size, 3), name="images")
+    stem_std = math.sqrt(2.0 / (cfg.stem_kernel ** 2 * cfg.stem_width))  # a standard conv: He init
+    x = _conv(cfg.stem_width, cfg.stem_kernel, cfg.stem_stride, stem_std, seed, "stem")(inputs)
+    in_ch = cfg.stem_width
+    layer_seed = seed * 10_000
+    for s, (width, blocks, stride) in enumerate(zip(cfg.widths, cfg.blocks_per_stage, cfg.strides)):
+        std = residual_init_stddev(cfg.kernel_size, width, cfg.init)
+        for b in range(blocks):
+            name = f"stage{s + 1}_block{b + 1}"
+            st = stride if b == 0 else 1
+            layer_seed += 2
+            shortcut = (PoolPadShortcut(st, in_ch, width, name=name + "_shortcut")
+                        if (st != 1 or in_ch != width) else None)
+            x = ResidualBlock(
+                _conv(width, cfg.kernel_size, st, std, layer_seed, name + "_conv1"),
+                _conv(width, cfg.kernel_size, 1, std, layer_seed + 1, name + "_conv2"),
+                shortcut=shortcut, norm1=bn(name + "_bn1"), norm2=bn(name + "_bn2"), name=name)(x)
+            in_ch = width
+    if batch_norm:
+        x = keras.ops.relu(bn("final_bn")(x))
+    x = layers.GlobalAveragePooling2D(name="pool")(x)
+    if cfg.head == "random":
+        logits = RandomProjection(cfg.num_classes, cfg.head_seed, name="head")(x)
+    else:
+        logits = layers.Dense(cfg.num_classes, dtype="float32", name="head",
+                              kernel_initializer=keras.initializers.GlorotUniform(seed=seed))(x)
+    return keras.Model(inputs, logits, name="resnet_nobn" if not batch_norm else "resnet_bn")
+
+
+def conv_kernels(model):
+    """All convolution kernels (the weights that get weight decay), in layer order."""
+    return [v for v in model.trainable_variables if "kernel" in v.path and "head" not in v.path]
+
+
+def stage_kernels(model):
+    """{stage name: [conv kernels]} for per-stage weight-norm summaries; the stem is its own stage."""
+    groups = {}
+    for v in conv_kernels(model):
+        groups.setdefault(v.path.split("/")[0].split("_")[0], []).append(v)
+    return groups
+
+
+def count_params(variables):
+    return int(sum(np.prod(v.shape) for v in variables))
