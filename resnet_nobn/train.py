@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn import data, model as model_lib
+from resnet_nobn import cluster, data, model as model_lib
 from resnet_nobn.config import TrainConfig, UserError, learning_rate
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
@@ -39,17 +39,18 @@ class TrainingDiverged(UserError):
 
 def make_strategy(name):
     """auto: multi-worker when TF_CONFIG is set, mirrored with several GPUs, else one device."""
+    if name == "multi_worker" or (name == "auto" and os.environ.get("TF_CONFIG")):
+        # Before anything initialises TensorFlow's context (listing logical devices does): collective
+        # ops must be configured at startup. TF_CONFIG checked, bounded connection: see cluster.py.
+        return cluster.make_multi_worker_strategy()
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
-        name = ("multi_worker" if os.environ.get("TF_CONFIG")
-                else "mirrored" if len(gpus) > 1 else "one_device")
+        name = "mirrored" if len(gpus) > 1 else "one_device"
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
     if name == "mirrored":
         devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
         return tf.distribute.MirroredStrategy(devices)
-    if name == "multi_worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
     raise UserError(f"unknown --strategy={name}; choose one of {', '.join(STRATEGIES)}")
 
 
@@ -133,10 +134,17 @@ class Trainer:
         self.chief = is_chief(self.strategy)
         self.input = data.make_input(cfg)
         check_model_dir(cfg)
-        if cfg.mixed_precision != "float32":
-            keras.mixed_precision.set_dtype_policy(f"mixed_{cfg.mixed_precision}")
+        # The layers take the global dtype policy when built; set it for this build only, so it
+        # neither leaks into a later run in the same process nor inherits an earlier one's.
+        previous_policy = keras.mixed_precision.global_policy()
+        keras.mixed_precision.set_dtype_policy(
+            "float32" if cfg.mixed_precision == "float32" else f"mixed_{cfg.mixed_precision}")
+        try:
+            with self.strategy.scope():
+                self.model = model_lib.build_model(cfg.model, seed=cfg.seed)
+        finally:
+            keras.mixed_precision.set_dtype_policy(previous_policy)
         with self.strategy.scope():
-            self.model = model_lib.build_model(cfg.model, seed=cfg.seed)
             optimizer = keras.optimizers.SGD(learning_rate=LearningRate(cfg), momentum=cfg.momentum)
             if cfg.mixed_precision == "float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -152,10 +160,26 @@ class Trainer:
             ckpt_dir = os.path.join(cfg.model_dir, ".scratch", f"worker{self._task_id()}")
         self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=3)
         self._train_step = self._eval_step = None
+        # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
+        self.preemption = cluster.preemption_handler(
+            self.strategy, self.save, self._remove_scratch,
+            lambda: f"stopped by SIGTERM at step {self.step} after saving a checkpoint; re-run "
+                    "the same command on every worker to resume")
 
     def _task_id(self):
         resolver = getattr(self.strategy, "cluster_resolver", None)
         return getattr(resolver, "task_id", 0) or 0
+
+    def _remove_scratch(self):
+        """Non-chief workers delete their scratch checkpoints (and .scratch when it is empty)."""
+        if self.chief:
+            return
+        scratch = os.path.join(self.cfg.model_dir, ".scratch")
+        shutil.rmtree(os.path.join(scratch, f"worker{self._task_id()}"), ignore_errors=True)
+        try:
+            os.rmdir(scratch)
+        except OSError:
+            pass
 
     @property
     def step(self):
@@ -170,7 +194,7 @@ class Trainer:
             return None
         try:
             self.checkpoint.restore(path).assert_existing_objects_matched()
-        except (ValueError, AssertionError, tf.errors.OpError) as e:
+        except Exception as e:  # noqa: BLE001 -- any failure here means an unusable checkpoint
             first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             raise UserError(f"cannot restore {path}: corrupt, or from a different architecture "
                             f"({first}); use a new --model_dir") from None
@@ -251,8 +275,11 @@ class Trainer:
         batches = self.input.num_eval_batches(cfg.batch_size)
         if cfg.eval_steps > 0:
             batches = min(batches, cfg.eval_steps)
-        dist = self.strategy.distribute_datasets_from_function(
-            lambda ctx: self.input.eval_dataset(ctx, cfg.batch_size).take(batches))
+        def dataset_fn(ctx):  # each replica of a pipeline reads its own per-replica batch
+            per_pipeline = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+            return self.input.eval_dataset(ctx, cfg.batch_size).take(batches * per_pipeline)
+
+        dist = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dist)
         totals = np.zeros(4)
         for _ in range(batches):
@@ -343,6 +370,8 @@ class Trainer:
         results = None
         while self.step < cfg.train_steps:
             cross_entropy, loss, correct = (float(t) for t in self._train_step(iterator))
+            if self.preemption:
+                self.preemption.save_checkpoint_if_preempted()
             if not math.isfinite(loss):
                 raise TrainingDiverged(self._diverged_message("the loss"))
             window += (cross_entropy, loss, correct)
@@ -385,9 +414,7 @@ class Trainer:
         if writers:
             for w in writers.values():
                 w.close()
-        if not self.chief:
-            shutil.rmtree(os.path.join(cfg.model_dir, ".scratch", f"worker{self._task_id()}"),
-                          ignore_errors=True)
+        self._remove_scratch()
         if results is None and self.chief:  # nothing left to train: report the latest state
             results = self.write_results(history, wall_before, images_per_sec)
         return results
@@ -405,4 +432,11 @@ def _log(msg, chief=True):
 
 def train(cfg: TrainConfig, strategy=None):
     """Runs one configuration end to end; returns the results dict (None on non-chief workers)."""
-    return Trainer(cfg, strategy).run()
+    trainer = Trainer(cfg, strategy)
+    try:
+        return trainer.run()
+    except tf.errors.OpError as e:  # a collective failed: a peer worker died or is unreachable
+        if not cluster.is_multi_worker(trainer.strategy) or type(e).__name__ not in cluster.PEER_ERRORS:
+            raise
+        trainer._remove_scratch()
+        raise UserError(cluster.peer_failure_message(e, trainer.step, cfg.model_dir)) from None

@@ -17,6 +17,7 @@ from resnet_nobn import flags as run_flags  # noqa: E402
 from resnet_nobn import train  # noqa: E402
 
 run_flags.define_flags(datasets=("cifar10", "cifar100"))
+flags.adopt_module_key_flags(run_flags)  # so --help lists them
 FLAGS = flags.FLAGS
 
 

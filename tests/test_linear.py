@@ -19,8 +19,10 @@ def _rng(seed=0):
 def _explicit_product(A):
     """(I + A[-1]) ... (I + A[0]) spelled out with multi_dot, independent of the module."""
     d = A.shape[-1]
-    factors = [np.eye(d) + a for a in A[::-1]]
-    return factors[0] if len(factors) == 1 else np.linalg.multi_dot(factors)
+    P = np.eye(d)
+    for a in A[::-1]:                       # left to right: (I + A[-1]) (I + A[-2]) ...
+        P = P @ (np.eye(d) + a)
+    return P
 
 
 # ---------------------------------------------------------------- Claim 2.3 and Lemma 2.4

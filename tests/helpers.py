@@ -1,0 +1,30 @@
+"""Small configurations and helpers shared by the training tests."""
+import dataclasses
+import os
+import subprocess
+import sys
+
+from resnet_nobn.config import TrainConfig
+from resnet_nobn.model import ModelConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tiny_config(model_dir, **overrides):
+    """A 1-block-per-stage, narrow CIFAR net on synthetic data: trains in seconds on a CPU."""
+    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
+    model = ModelConfig(**{**dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8),
+                           **model_kw})
+    base = dict(model=model, use_synthetic_data=True, train_steps=6, batch_size=8,
+                learning_rate=0.01, lr_boundaries=(), eval_every=1000, checkpoint_every=1000,
+                log_every=1000, strategy="one_device", model_dir=str(model_dir))
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+def run_cli(script, *args, timeout=240):
+    """Runs `python run/<script> args`; returns the CompletedProcess."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, os.path.join(ROOT, "run", script), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)

@@ -1,0 +1,96 @@
+"""run/cifar_train.py from the command line: bad input gets one clear line and a non-zero exit."""
+import glob
+import json
+import os
+
+import pytest
+
+from tests.helpers import run_cli
+
+TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
+        "--batch_size=8", "--learning_rate=0.01", "--log_every=2", "--eval_every=4"]
+
+
+def _assert_one_line_error(proc, *fragments):
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr, proc.stderr
+
+
+def test_help_explains_every_flag():
+    proc = run_cli("cifar_train.py", "--help")  # absl exits 1 after printing help
+    for flag in ("dataset", "data_dir", "use_synthetic_data", "norm", "init", "head",
+                 "blocks_per_stage", "widths", "train_steps", "batch_size", "learning_rate",
+                 "lr_boundaries", "weight_decay", "seed", "warmup_steps", "model_dir",
+                 "eval_every", "eval_steps", "eval_only", "strategy", "checkpoint_every",
+                 "xla", "mixed_precision"):
+        assert f"--{flag}:" in proc.stdout or f"--[no]{flag}:" in proc.stdout, flag
+
+
+def test_tiny_run_trains_resumes_and_writes_results(tmp_path):
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    assert "step 4/4" in proc.stdout and "img/s" in proc.stdout and "eta" in proc.stdout
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["global_step"] == 4 and results["config"]["model"]["widths"] == [8, 16, 32]
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    assert "resumed from" in proc.stdout and "step 6/6" in proc.stdout
+    assert json.loads((tmp_path / "results.json").read_text())["global_step"] == 6
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dataset=mnist"], "--dataset=mnist"),
+    (["--batch_size=0"], "--batch_size=0"),
+    (["--train_steps=-5"], "--train_steps=-5"),
+    (["--learning_rate=0"], "--learning_rate must be positive"),
+    (["--lr_boundaries=50000,30000"], "strictly increasing"),
+    (["--widths=64,abc"], "comma list of positive integers"),
+    (["--blocks_per_stage=9,9"], "one entry per stage"),
+    (["--widths=32,16,8"], "non-decreasing"),
+    (["--norm=layer"], "--norm=layer"),
+])
+def test_impossible_flags_are_refused_before_anything_is_written(tmp_path, args, message):
+    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={tmp_path / 'run'}", *args)
+    _assert_one_line_error(proc, message)
+    assert not (tmp_path / "run").exists()
+
+
+def test_data_dir_without_the_dataset_says_how_to_prepare_it(tmp_path):
+    proc = run_cli("cifar_train.py", "--dataset=cifar100", f"--data_dir={tmp_path}",
+                   f"--model_dir={tmp_path / 'run'}", "--train_steps=1")
+    _assert_one_line_error(proc, "no prepared cifar100", "tfds build cifar100")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert not (tmp_path / "run").exists()
+
+
+def test_model_dir_of_another_architecture_is_refused(tmp_path):
+    assert run_cli("cifar_train.py", *TINY, "--train_steps=2", f"--model_dir={tmp_path}").returncode == 0
+    before = sorted(os.listdir(tmp_path / "ckpt"))
+    results = (tmp_path / "results.json").read_text()
+    wider = [a if not a.startswith("--widths") else "--widths=8,16,64" for a in TINY]
+    proc = run_cli("cifar_train.py", *wider, "--train_steps=4", f"--model_dir={tmp_path}")
+    _assert_one_line_error(proc, "different architecture", "widths")
+    assert proc.returncode == 2
+    assert sorted(os.listdir(tmp_path / "ckpt")) == before
+    assert (tmp_path / "results.json").read_text() == results
+
+
+def test_corrupt_checkpoint_is_reported(tmp_path):
+    assert run_cli("cifar_train.py", *TINY, "--train_steps=2", f"--model_dir={tmp_path}").returncode == 0
+    (data,) = glob.glob(str(tmp_path / "ckpt" / "*.data-*"))
+    with open(data, "r+b") as f:
+        f.truncate(100)
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+    _assert_one_line_error(proc, "cannot restore", "corrupt")
+    assert proc.returncode == 2
+
+
+def test_diverging_run_stops_with_a_clear_message(tmp_path):
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=30", "--learning_rate=1e9",
+                   "--checkpoint_every=1", f"--model_dir={tmp_path}")
+    _assert_one_line_error(proc, "NaN", "lower --learning_rate")
+    assert proc.returncode == 2
+    assert not (tmp_path / "results.json").exists()

@@ -1,0 +1,118 @@
+"""The network of Table 1 and its ablations: shape, parameter count, init, identity blocks, head."""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from resnet_nobn.blocks import ResidualBlock
+from resnet_nobn.model import (ModelConfig, build_model, conv_kernels, count_params,
+                               residual_init_stddev)
+
+
+@pytest.fixture(scope="module")
+def paper_model():
+    return build_model(ModelConfig(num_classes=100))
+
+
+def test_table1_has_55_convolutions_and_13_5M_parameters_all_in_convolutions(paper_model):
+    convs = [l for l in _all_layers(paper_model) if isinstance(l, tf.keras.layers.Conv2D)
+             or type(l).__name__ == "Conv2D"]
+    assert len(convs) == 55
+    assert len(conv_kernels(paper_model)) == 55
+    trainable = count_params(paper_model.trainable_variables)
+    assert trainable == 13_538_736  # "13.5M" (Table 1), "13.59M" (text)
+    # every trainable weight is a convolution kernel: no biases, no dense layer
+    assert trainable == count_params(conv_kernels(paper_model))
+    # the head is a fixed 256 x num_classes projection, not trained
+    head = paper_model.get_layer("head")
+    assert [tuple(v.shape) for v in head.non_trainable_variables] == [(256, 100)]
+    assert head.trainable_variables == []
+
+
+def test_table1_shapes_strides_and_output(paper_model):
+    kernels = {v.path.split("/")[-2]: tuple(v.shape) for v in conv_kernels(paper_model)}
+    assert kernels["stem"] == (3, 3, 3, 16)
+    assert kernels["stage1_block1_conv1"] == (3, 3, 16, 64)
+    assert kernels["stage2_block1_conv1"] == (3, 3, 64, 128)
+    assert kernels["stage3_block9_conv2"] == (3, 3, 256, 256)
+    assert paper_model.get_layer("stage3_block9").output.shape[1:] == (8, 8, 256)  # 8x8 pool
+    out = paper_model(tf.zeros((2, 32, 32, 3)))
+    assert out.shape == (2, 100) and out.dtype == tf.float32
+
+
+def test_residual_init_is_one_over_k2c(paper_model):
+    assert residual_init_stddev(3, 64, "identity") == pytest.approx(1 / (9 * 64))
+    assert residual_init_stddev(3, 64, "standard") == pytest.approx(1 / (3 * 8))
+    for name, c in (("stage1_block2_conv1", 64), ("stage3_block5_conv2", 256)):
+        kernel = paper_model.get_layer(name.rsplit("_", 1)[0]).first if name.endswith("conv1") \
+            else paper_model.get_layer(name.rsplit("_", 1)[0]).second
+        std = float(np.std(kernel.kernel.numpy()))
+        assert std == pytest.approx(1 / (9 * c), rel=0.05)
+
+
+def test_zero_weight_block_is_exactly_the_identity():
+    model = build_model(ModelConfig(widths=(8, 16), blocks_per_stage=(2, 2), strides=(1, 2),
+                                    stem_width=8))
+    x = tf.random.normal((3, 16, 16, 8), seed=1)
+    block = model.get_layer("stage1_block2")  # shape-preserving block
+    block.second.kernel.assign(tf.zeros_like(block.second.kernel))
+    np.testing.assert_array_equal(block(x).numpy(), x.numpy())
+    # and a whole network with every residual weight zero is stem -> pool -> head
+    for v in conv_kernels(model)[1:]:
+        v.assign(tf.zeros_like(v))
+    images = tf.random.normal((2, 32, 32, 3), seed=2)
+    stem = model.get_layer("stem")(images)
+    # the shape-changing block's shortcut: 2x2 average pool, then zero channels on both sides
+    pooled = tf.nn.avg_pool2d(stem, 2, 2, "VALID")
+    padded = tf.pad(pooled, [[0, 0], [0, 0], [0, 0], [4, 4]])
+    features = tf.reduce_mean(padded, axis=[1, 2])
+    expected = features @ model.get_layer("head").projection
+    np.testing.assert_allclose(model(images).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_dense_block_is_the_same_layer_type():
+    block = ResidualBlock(tf.keras.layers.Dense(4), tf.keras.layers.Dense(4, use_bias=False))
+    h = tf.random.normal((5, 4), seed=3)
+    u, s, v = block.first, None, block.second
+    y = block(h).numpy()
+    expected = h.numpy() + np.maximum(h.numpy() @ u.kernel.numpy() + u.bias.numpy(), 0) @ v.kernel.numpy()
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_random_head_is_seeded_and_differs_across_seeds():
+    cfg = ModelConfig(widths=(8,), blocks_per_stage=(1,), strides=(1,), stem_width=8)
+    a = build_model(cfg).get_layer("head").projection.numpy()
+    b = build_model(cfg).get_layer("head").projection.numpy()
+    c = build_model(ModelConfig(**{**cfg.__dict__, "head_seed": 1})).get_layer("head").projection.numpy()
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+    assert np.std(a) == pytest.approx(1 / math.sqrt(8), rel=0.5)
+
+
+def test_bn_baseline_and_trained_head_variants():
+    bn = build_model(ModelConfig(norm="batch", init="he", head="trained", widths=(8, 16),
+                                 blocks_per_stage=(1, 1), strides=(1, 2), stem_width=8))
+    names = [v.path for v in bn.trainable_variables]
+    assert any("bn1/gamma" in n for n in names) and any("final_bn" in n for n in names)
+    assert "head/kernel" in names  # the head is trained in this ablation
+    std = float(np.std(bn.get_layer("stage2_block1").first.kernel.numpy()))
+    assert std == pytest.approx(math.sqrt(2 / (9 * 16)), rel=0.1)
+
+
+@pytest.mark.parametrize("kw", [dict(widths=(8, 16), blocks_per_stage=(1,)),
+                                dict(widths=(16, 8), blocks_per_stage=(1, 1), strides=(1, 2)),
+                                dict(norm="layer")])
+def test_inconsistent_model_configs_are_refused(kw):
+    with pytest.raises(ValueError):
+        ModelConfig(**kw)
+
+
+def _all_layers(model):
+    out = []
+    for layer in model.layers:
+        out.append(layer)
+        for sub in ("first", "second"):
+            if hasattr(layer, sub):
+                out.append(getattr(layer, sub))
+    return out

@@ -1,0 +1,143 @@
+"""The training loop: it learns, resumes exactly, agrees across replicas, keeps the head fixed."""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from resnet_nobn import train
+from resnet_nobn.config import UserError, learning_rate
+from resnet_nobn.train import Trainer, TrainingDiverged
+from tests.helpers import tiny_config
+
+
+def _weights(trainer):
+    return [v.numpy() for v in trainer.model.trainable_variables]
+
+
+def test_learning_rate_schedule_is_the_papers():
+    from resnet_nobn.config import TrainConfig
+    cfg = TrainConfig()
+    lr = [float(learning_rate(s, cfg)) for s in (0, 29_999, 30_000, 49_999, 50_000, 59_999)]
+    np.testing.assert_allclose(lr, [0.05, 0.05, 0.005, 0.005, 0.0005, 0.0005], rtol=1e-6)
+    imagenet = TrainConfig(learning_rate=0.1, lr_decay_every=10_009, lr_decay_factor=0.94)
+    np.testing.assert_allclose([float(learning_rate(s, imagenet)) for s in (0, 10_008, 10_009, 20_018)],
+                               [0.1, 0.1, 0.094, 0.1 * 0.94 ** 2], rtol=1e-6)
+    warm = TrainConfig(warmup_steps=10)
+    assert float(learning_rate(0, warm)) == pytest.approx(0.005)
+    assert float(learning_rate(9, warm)) == pytest.approx(0.05)
+
+
+def test_synthetic_training_lowers_the_loss_and_writes_results(tmp_path):
+    cfg = tiny_config(tmp_path, train_steps=40, learning_rate=0.05, eval_every=20, log_every=10)
+    trainer = Trainer(cfg)
+    before = trainer.evaluate()["eval_loss"]
+    results = trainer.run()
+    after = results["history"][-1]["eval_loss"]
+    assert after < 0.8 * before, (before, after)  # the fixed batch is being memorised
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    for key in ("dataset", "global_step", "top1_error", "top5_error", "trainable_params",
+                "config", "seed", "tf_version", "git_commit", "history"):
+        assert key in on_disk
+    assert on_disk["global_step"] == 40 and [h["step"] for h in on_disk["history"]] == [20, 40]
+    assert on_disk["trainable_params"] == trainer.trainable_params
+    assert os.listdir(tmp_path / "train") and os.listdir(tmp_path / "eval")  # TensorBoard
+
+
+def test_head_never_changes_and_is_restored_from_the_checkpoint(tmp_path):
+    cfg = tiny_config(tmp_path, train_steps=5, learning_rate=0.05)
+    trainer = Trainer(cfg)
+    head0 = trainer.model.get_layer("head").projection.numpy().copy()
+    stem0 = trainer.model.get_layer("stem").kernel.numpy().copy()
+    trainer.run()
+    np.testing.assert_array_equal(trainer.model.get_layer("head").projection.numpy(), head0)
+    assert not np.allclose(trainer.model.get_layer("stem").kernel.numpy(), stem0)
+    # evaluation uses the checkpoint's matrix, whatever the freshly built model holds
+    fresh = Trainer(tiny_config(tmp_path, train_steps=5))
+    fresh.model.get_layer("head").projection.assign(tf.zeros_like(head0))
+    fresh.restore()
+    np.testing.assert_array_equal(fresh.model.get_layer("head").projection.numpy(), head0)
+
+
+def _mock_cifar(num_examples=64):
+    return tfds.testing.mock_data(num_examples=num_examples)
+
+
+def test_resumed_run_equals_uninterrupted_run_on_tfds_data(tmp_path):
+    """Same seed: 3 steps, stop, resume to 8 == 8 steps straight (augmentation and order included)."""
+    with _mock_cifar():
+        kw = dict(use_synthetic_data=False, data_dir=None, train_steps=8, checkpoint_every=3,
+                  learning_rate=0.05, lr_boundaries=(5,), seed=3)
+        straight = Trainer(tiny_config(tmp_path / "a", **kw))
+        straight.run()
+        first = Trainer(tiny_config(tmp_path / "b", **{**kw, "train_steps": 3}))
+        first.run()
+        resumed = Trainer(tiny_config(tmp_path / "b", **kw))
+        assert resumed.restore() is not None and resumed.step == 3
+        resumed.run()
+    assert resumed.step == straight.step == 8
+    for a, b in zip(_weights(straight), _weights(resumed)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    results = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert results["global_step"] == 8
+
+
+def test_two_replica_mirrored_run_equals_one_device_run(tmp_path):
+    """Keras 3 under MirroredStrategy has open reports of NaN / wrong reductions: compare."""
+    assert len(tf.config.list_logical_devices("CPU")) == 2
+    with _mock_cifar():
+        kw = dict(use_synthetic_data=False, train_steps=5, batch_size=8, learning_rate=0.05,
+                  weight_decay=1e-3, seed=1)
+        one = Trainer(tiny_config(tmp_path / "one", strategy="one_device", **kw))
+        one.run()
+        two = Trainer(tiny_config(tmp_path / "two", strategy="mirrored", **kw))
+        assert two.strategy.num_replicas_in_sync == 2
+        two.run()
+    w1, w2 = _weights(one), _weights(two)
+    start = _weights(Trainer(tiny_config(tmp_path / "fresh", **{**kw, "use_synthetic_data": True})))
+    moved = max(float(np.max(np.abs(a - s))) for a, s in zip(w1, start))
+    assert moved > 1e-4  # training really changed the weights
+    for a, b in zip(w1, w2):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_batch_that_does_not_split_over_replicas_is_refused(tmp_path):
+    with pytest.raises(UserError, match="does not split over 2 replicas"):
+        Trainer(tiny_config(tmp_path, strategy="mirrored", batch_size=7))
+    assert not tmp_path.exists() or not os.listdir(tmp_path)
+
+
+def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    cfg = tiny_config(tmp_path, train_steps=4, checkpoint_every=2, learning_rate=0.01)
+    Trainer(cfg).run()
+    results_before = (tmp_path / "results.json").read_text()
+    diverging = tiny_config(tmp_path, train_steps=50, checkpoint_every=1, learning_rate=1e8,
+                            lr_boundaries=())
+    with pytest.raises(TrainingDiverged, match="NaN"):
+        Trainer(diverging).run()
+    latest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))
+    reader = tf.train.load_checkpoint(latest)
+    for name in reader.get_variable_to_shape_map():
+        value = reader.get_tensor(name)
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            assert np.all(np.isfinite(value)), name
+    assert (tmp_path / "results.json").read_text() == results_before
+
+
+def test_eval_only_evaluates_the_latest_checkpoint(tmp_path):
+    with _mock_cifar(num_examples=20):
+        kw = dict(use_synthetic_data=False, train_steps=3, batch_size=8)
+        trained = Trainer(tiny_config(tmp_path, **kw))
+        results = trained.run()
+        again = train.train(tiny_config(tmp_path, eval_only=True, **kw))
+    assert again["global_step"] == 3
+    # the whole test split (20 mock images; the last batch is padded and the padding masked)
+    assert again["history"][-1]["eval_examples"] == 20
+    assert again["top1_error"] == pytest.approx(results["top1_error"])
+
+
+def test_eval_only_without_a_checkpoint_is_refused(tmp_path):
+    with pytest.raises(UserError, match="no checkpoint"):
+        train.train(tiny_config(tmp_path, eval_only=True))
