@@ -43,7 +43,18 @@ def test_synthetic_training_lowers_the_loss_and_writes_results(tmp_path):
         assert key in on_disk
     assert on_disk["global_step"] == 40 and [h["step"] for h in on_disk["history"]] == [20, 40]
     assert on_disk["trainable_params"] == trainer.trainable_params
-    assert os.listdir(tmp_path / "train") and os.listdir(tmp_path / "eval")  # TensorBoard
+    train_tags, eval_tags = _summary_tags(tmp_path / "train"), _summary_tags(tmp_path / "eval")
+    assert {"loss", "cross_entropy", "learning_rate", "top1_error", "top5_error", "images_per_sec",
+            "weight_norm/stem", "weight_norm/stage1", "weight_norm/stage3"} <= train_tags
+    assert {"top1_error", "top5_error", "eval_loss"} <= eval_tags
+
+
+def _summary_tags(logdir):
+    tags = set()
+    for path in logdir.iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            tags.update(v.tag for v in event.summary.value)
+    return tags
 
 
 def test_head_never_changes_and_is_restored_from_the_checkpoint(tmp_path):

@@ -1,0 +1,106 @@
+"""Training throughput of the paper's model, --norm=none against --norm=batch, and of the input pipeline.
+
+    python bench/train_speed.py                 # Table-1 model, batch 32 (slow on a CPU: ~2 min)
+    python bench/train_speed.py --blocks_per_stage=1 --steps=5
+
+Both models are measured side by side in one process, in alternating rounds so that load on the
+machine hits both alike; then the CIFAR input pipeline (augmentation included) alone. Prints
+images/s for each, the none/batch ratio (the normalization-free model must not be slower) and the
+pipeline/step ratio (the pipeline must deliver at least 10x what the training step consumes).
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from resnet_nobn.config import TrainConfig  # noqa: E402
+from resnet_nobn.data import CIFAR, InMemoryInput  # noqa: E402
+from resnet_nobn.model import ModelConfig  # noqa: E402
+from resnet_nobn.train import Trainer  # noqa: E402
+
+
+def _time_steps(trainer, iterator, steps):
+    start = time.perf_counter()
+    for _ in range(steps):
+        out = trainer._train_step(iterator)
+    float(out[0])  # wait for the last step
+    return time.perf_counter() - start
+
+
+def model_throughput(args):
+    trainers, iterators = {}, {}
+    for norm in ("none", "batch"):
+        model = ModelConfig(num_classes=100, blocks_per_stage=(args.blocks_per_stage,) * 3,
+                            norm=norm, init="identity" if norm == "none" else "he")
+        cfg = TrainConfig(model=model, dataset="cifar100", use_synthetic_data=True,
+                          batch_size=args.batch_size, strategy="one_device",
+                          model_dir=f"/tmp/bench_train_speed_{norm}")
+        t = Trainer(cfg)
+        t._train_step = t._build_train_step()
+        dist = t.strategy.distribute_datasets_from_function(
+            lambda ctx, t=t: t.input.train_dataset(ctx, args.batch_size, 0))
+        iterators[norm] = iter(dist)
+        _time_steps(t, iterators[norm], args.warmup)  # tracing and first steps
+        trainers[norm] = t
+    seconds = {"none": 0.0, "batch": 0.0}
+    for _ in range(args.rounds):
+        for norm in seconds:
+            seconds[norm] += _time_steps(trainers[norm], iterators[norm], args.steps)
+    images = args.rounds * args.steps * args.batch_size
+    return {norm: images / s for norm, s in seconds.items()}, trainers["none"].trainable_params
+
+
+def pipeline_throughput(args):
+    rng = np.random.default_rng(0)
+    train = (rng.integers(0, 256, (50_000, 32, 32, 3), dtype=np.uint8),
+             rng.integers(0, 100, 50_000).astype(np.int32))
+    test = (train[0][:100], train[1][:100])
+    pipe = InMemoryInput(CIFAR["cifar100"], train, test, seed=0)
+    ctx = tf.distribute.InputContext(1, 0, 1)
+    ds = pipe.train_dataset(ctx, 128, start_step=0)
+    it = iter(ds)
+    for _ in range(20):
+        next(it)
+    start = time.perf_counter()
+    for _ in range(args.pipeline_batches):
+        next(it)
+    return args.pipeline_batches * 128 / (time.perf_counter() - start)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch_size", type=int, default=32, help="images per training step")
+    p.add_argument("--blocks_per_stage", type=int, default=9, help="9 = Table 1")
+    p.add_argument("--steps", type=int, default=3, help="timed steps per model per round")
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds (none, batch, ...)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
+    p.add_argument("--pipeline_batches", type=int, default=200, help="batches of 128 to time")
+    args = p.parse_args()
+    for name in ("batch_size", "blocks_per_stage", "steps", "rounds", "warmup", "pipeline_batches"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be positive")
+
+    print(f"TF {tf.__version__}, {os.cpu_count()} CPU cores, GPUs: "
+          f"{len(tf.config.list_physical_devices('GPU'))}", flush=True)
+    rates, params = model_throughput(args)
+    print(f"model: CIFAR-100, {args.blocks_per_stage} blocks/stage, {params:,} trainable params, "
+          f"batch {args.batch_size}, {args.rounds}x{args.steps} timed steps each")
+    print(f"  norm=none   {rates['none']:8.1f} images/s")
+    print(f"  norm=batch  {rates['batch']:8.1f} images/s")
+    print(f"  none/batch  {rates['none'] / rates['batch']:8.2f}x  "
+          f"({'OK: not slower' if rates['none'] >= rates['batch'] else 'SLOWER'})")
+    pipe = pipeline_throughput(args)
+    step = max(rates.values())
+    print(f"input pipeline (CIFAR augmentation, batch 128): {pipe:8.1f} images/s")
+    print(f"  pipeline / fastest training step  {pipe / step:8.1f}x  "
+          f"({'OK: >= 10x' if pipe >= 10 * step else 'BELOW 10x'})")
+
+
+if __name__ == "__main__":
+    main()
