@@ -138,3 +138,26 @@ def test_checks_quick_all_proved_claims_pass():
         assert set(r) == {"claim", "instances", "worst_margin", "passed", "proved", "detail"}
         if r["proved"]:
             assert r["passed"] and r["worst_margin"] >= 0, r
+
+
+def test_float64_run_detects_broken_margins():
+    """The verification can fail: with theta below the cross inner products, extra ReLUs fire."""
+    x, y = _data(n=300, d=64, r=4, seed=8)
+    rng = np.random.default_rng(0)
+    k = 40
+    a0 = rng.standard_normal((k, 64)) / math.sqrt(k)
+    q = rng.standard_normal((4, k))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    z = x.astype(np.float64) @ a0.T
+    w = E._weights(z, q, y, k, theta=0.0, theta_f=0.5)
+    out, achieved = E._forward64(z, w, y, k)
+    assert achieved["extra_relus"] > 0 and achieved["off"] < 0
+    assert np.abs(out - np.eye(4)[y]).max() > 1e-3
+
+
+def test_too_small_rho_for_a_practical_k_names_the_closest_pair():
+    x, y = _data(n=200, d=64, r=5, seed=9)
+    x[77] = x[3] + 1e-3 * np.random.default_rng(1).standard_normal(64).astype(np.float32)
+    x[77] /= np.linalg.norm(x[77])
+    with pytest.raises(ValueError, match=r"points 3 and 77 at distance .*> k_max"):
+        E.fit_network(x, y, 5)

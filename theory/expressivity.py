@@ -27,10 +27,11 @@ Where this follows the proof rather than the printed text (see ../shared/paper/N
     kd + l(2k^2 + k) + (kr + r^2 + r) exactly; the certificate compares model.count_params() with it.
   * Lemma B.1's margin. The lemma is stated with hypotheses (1 - rho' <= ||alpha||^2 <= 1 + rho',
     pairwise distances >= 3 rho') from which (B.1) derives what the mechanism actually uses:
-    exactly one ReLU fires per moved point. The printed hypotheses and (B.1) do not agree (b) says
-    ||alpha_i - beta_j|| where alpha_j is meant, and (B.1) uses 3 rho' where its square is needed;
-    Lemma B.2's relaxed assumption (distance^2 >= rho') is weaker still), so this module checks the
-    mechanism's condition directly, for every pair it concerns:
+    exactly one ReLU fires per moved point. The printed hypotheses and (B.1) do not agree:
+    b) reads ||alpha_i - beta_j|| >= 3 rho' where alpha_j is meant; (B.1) subtracts 3 rho' although
+    the hypothesis only gives (1/2)||alpha_i - alpha_j||^2 >= 4.5 rho'^2; Lemma B.2 assumes only
+    ||z_i - z_j|| >= rho'. So this module checks the mechanism's condition directly, for every pair
+    it concerns:
         own:    ||z_i||^2 - theta > 0                     (the point's own unit fires),
         points: <z_i, z_j> < theta for all i != j          (no other not-yet-moved point fires it;
                 every pair matters, because when the earlier of the two is a row of U the later
@@ -47,8 +48,9 @@ Where this follows the proof rather than the printed text (see ../shared/paper/N
     k ~ 8 ln n / eps^2, and to keep the inner-product gap between ||z||^2 ~ 1 and
     <z_i, z_j> <= 1 - rho^2/2 the distortion must be eps ~ rho^2, i.e. k ~ ln n / rho^4. This module
     starts from k = ceil(c ln n / rho^4) with c = DEFAULT_C = 56 (chosen on random data: at
-    n = 50,000 points in d = 3072, rho ~ 1.33, k = 194 gives margin ~ 0.1; the proof's c = 10 and
-    rho^2 give k = 61, where the margins fail: `python -m theory.check` shows it), at least
+    n = 50,000 random unit points in d = 3072, rho ~ 1.34 and k = 187, l = 268 blocks, margin 0.090;
+    the proof's c = 10 and rho^2 give k = 60, where the margins fail, worst margin -0.26:
+    `python -m theory.check` shows this at smaller sizes), at least
     ceil(4 ln r) (the paper's "k > 4 log r" for the q's), and then checks the margins. When a draw
     violates them it draws A_0 and q again (if the shortfall is small) or multiplies k by 1.5, warns,
     and records every attempt in the certificate.
@@ -125,6 +127,13 @@ def default_k(n, rho, r=2, c=DEFAULT_C):
     """k = ceil(c ln n / rho^4), at least ceil(4 ln r) and 4 (module docstring explains rho^4)."""
     return max(4, math.ceil(4 * math.log(max(r, 2))),
                math.ceil(c * math.log(max(n, 2)) / max(rho, 1e-12) ** 4))
+
+
+def _rng(seed, *key):
+    """A generator for one purpose of fit_network. numpy pads seed lists with zeros, so
+    default_rng([seed, 0]) is default_rng(seed): the data's own generator in many scripts. A spawn
+    key keeps the construction's draws independent of data drawn with default_rng(seed)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x5E32,) + key))
 
 
 def _shortcut(h, r):
@@ -266,27 +275,36 @@ def _weights(z, q, labels_u, k, theta, theta_f):
 
 
 def _forward64(z, w, labels_u, k):
-    """Run the blocks in float64 from h_0 = z; returns outputs and the achieved margins."""
+    """Run the blocks in float64 from h_0 = z; returns outputs and the achieved margins.
+
+    Each block computes a = h U^T + s for all n points (one matrix product, bias added column-wise
+    to its maximum so that no second n x k array is made); only rows with a positive entry get the
+    second product, which equals the dense h + V ReLU(a) bit for bit (other rows add exact zeros).
+    """
     n = z.shape[0]
     h = z.copy()
+    buf = np.empty_like(h)
     own_min, off_max, extra = math.inf, -math.inf, 0
     for b in range(w["U"].shape[0]):
-        a = h @ w["U"][b].T + w["s"][b]
+        U, s, V = w["U"][b], w["s"][b], w["V"][b]
+        a = np.matmul(h, U.T, out=buf)                # pre-activation minus the bias s
         lo, hi = b * k, min(n, b * k + k)
         rows, cols = np.arange(lo, hi), np.arange(hi - lo)
-        own = a[rows, cols].copy()
+        own = a[rows, cols] + s[cols]
         own_min = min(own_min, float(own.min()))
+        saved = a[rows, cols].copy()
         a[rows, cols] = -np.inf
-        blk_max = float(a.max())
+        # largest pre-activation of another point (s is the constant -theta in this construction)
+        blk_max = float(a.max() + s[0]) if (s == s[0]).all() else float((a.max(axis=0) + s).max())
         off_max = max(off_max, blk_max)
         if blk_max > 0:                  # some other unit fires: Lemma B.1 broken, count them
-            extra += int((a > 0).sum())
-            a[rows, cols] = own
-            act = np.nonzero((a > 0).any(axis=1))[0]
+            extra += int(((a + s) > 0).sum())
+            a[rows, cols] = saved
+            act = np.nonzero(((a + s) > 0).any(axis=1))[0]
         else:                            # only own units can be positive
-            a[rows, cols] = own
+            a[rows, cols] = saved
             act = rows[own > 0]
-        h[act] += np.maximum(a[act], 0) @ w["V"][b].T
+        h[act] += np.maximum(a[act] + s, 0) @ V.T
     r = w["Uf"].shape[0]
     af = h @ w["Uf"].T + w["sf"]
     own_f = af[np.arange(n), labels_u].copy()
@@ -300,36 +318,50 @@ def _forward64(z, w, labels_u, k):
 
 
 def build_model(a0, w, d, normalize=True):
-    """The Keras model: [UnitNormalization] -> Dense(k) A_0 -> l ResidualBlocks -> final block."""
+    """The Keras model: [UnitNormalization] -> Dense(k) A_0 -> l ResidualBlocks -> final block.
+
+    Each block is `resnet_nobn.blocks.ResidualBlock(Dense(k, use_bias=True), Dense(k,
+    use_bias=False))`; the final one has Dense(r) layers and the PadOrTruncate(r) shortcut. For
+    speed (hundreds of blocks) the Dense layers are created with initializers that return the
+    construction's weights and are built before the functional graph is traced, so each block is traced
+    once rather than twice (Keras otherwise builds a layer without build() by running it).
+    """
     import keras
     from resnet_nobn.blocks import ResidualBlock
 
     ell, k, _ = w["U"].shape
     r = w["Uf"].shape[0]
+    f32 = np.float32
+
+    def const(value):                 # initializer returning the construction's weights
+        value = np.ascontiguousarray(value, dtype=f32)
+
+        def init(shape, dtype=None):
+            assert tuple(shape) == value.shape
+            return value
+        return init
+
+    def dense(units, bias, name, fan_in, kernel, b=None):
+        layer = keras.layers.Dense(units, use_bias=bias, kernel_initializer=const(kernel),
+                                   bias_initializer=const(b) if bias else "zeros", name=name)
+        layer.build((None, fan_in))
+        return layer
+
+    def block(first, second, name, shortcut=None):
+        blk = ResidualBlock(first, second, shortcut=shortcut, name=name)
+        blk.built = True       # its sublayers are built; nothing of its own to build
+        return blk
+
     inp = keras.Input((d,), dtype="float32", name="x")
     h = keras.layers.UnitNormalization(name="unit_norm")(inp) if normalize else inp
-    proj = keras.layers.Dense(k, use_bias=False, name="A0")
-    h = proj(h)
-    blocks = []
+    h = dense(k, False, "A0", d, a0.T)(h)
     for b in range(ell):
-        blk = ResidualBlock(keras.layers.Dense(k, use_bias=True, name=f"U{b}"),
-                            keras.layers.Dense(k, use_bias=False, name=f"V{b}"), name=f"block{b}")
-        h = blk(h)
-        blocks.append(blk)
-    final = ResidualBlock(keras.layers.Dense(r, use_bias=True, name="U_final"),
-                          keras.layers.Dense(r, use_bias=False, name="V_final"),
-                          shortcut=_pad_or_truncate_class()(r, name="pad_or_truncate"),
-                          name="final_block")
-    out = final(h)
-    model = keras.Model(inp, out, name=f"theorem_3_2_k{k}_l{ell}")
-    f32 = np.float32
-    proj.set_weights([a0.T.astype(f32)])
-    for b, blk in enumerate(blocks):
-        blk.first.set_weights([w["U"][b].T.astype(f32), w["s"][b].astype(f32)])
-        blk.second.set_weights([w["V"][b].T.astype(f32)])
-    final.first.set_weights([w["Uf"].T.astype(f32), w["sf"].astype(f32)])
-    final.second.set_weights([w["Vf"].T.astype(f32)])
-    return model
+        h = block(dense(k, True, f"U{b}", k, w["U"][b].T, w["s"][b]),
+                  dense(k, False, f"V{b}", k, w["V"][b].T), f"block{b}")(h)
+    shortcut = _pad_or_truncate_class()(r, name="pad_or_truncate")
+    out = block(dense(r, True, "U_final", k, w["Uf"].T, w["sf"]),
+                dense(r, False, "V_final", r, w["Vf"].T), "final_block", shortcut)(h)
+    return keras.Model(inp, out, name=f"theorem_3_2_k{k}_l{ell}")
 
 
 def _say(verbose, msg, warn=False):
@@ -340,7 +372,7 @@ def _say(verbose, msg, warn=False):
 
 
 def fit_network(x, y, num_classes=None, *, rho=None, k=None, c=DEFAULT_C, seed=0, normalize=True,
-                min_margin=0.01, max_attempts=6, k_growth=1.5, k_max=8192,
+                min_margin=0.01, max_attempts=6, k_growth=1.5, k_max=4096,
                 assumption_check="auto", verify=True, tol=TOL, batch_size=4096, verbose=False):
     """Build Theorem 3.2's network for (x, y); return (keras model, certificate dict).
 
@@ -356,7 +388,8 @@ def fit_network(x, y, num_classes=None, *, rho=None, k=None, c=DEFAULT_C, seed=0
       assumption_check: 'exact' (all pairs in R^d, O(n^2 d)), 'projected', or 'auto'.
       verify: run the float32 model and the float64 numpy network on every point.
       tol: allowed max |float32 output - one-hot|.
-    Raises ValueError for inputs that break Assumption 3.1 (naming the pair) or bad shapes/labels;
+    Raises ValueError for inputs that break Assumption 3.1 (naming the pair), for a rho so small
+    that the starting k exceeds k_max (naming the closest pair), or bad shapes/labels;
     RuntimeError if max_attempts draws all violate the margins.
 
     Certificate keys: n, n_unique, d, r, k, k_start, c, ell (middle blocks), depth (residual blocks,
@@ -383,6 +416,7 @@ def fit_network(x, y, num_classes=None, *, rho=None, k=None, c=DEFAULT_C, seed=0
     if assumption_check not in ("auto", "exact", "projected"):
         raise ValueError("assumption_check must be 'auto', 'exact' or 'projected'")
 
+    t_check = time.time()
     norms = np.sqrt(np.einsum("ij,ij->i", x32.astype(np.float64), x32.astype(np.float64))) \
         if n * d <= 5e7 else np.concatenate(
             [np.linalg.norm(x32[lo:lo + 4096].astype(np.float64), axis=1)
@@ -399,20 +433,18 @@ def fit_network(x, y, num_classes=None, *, rho=None, k=None, c=DEFAULT_C, seed=0
         inv_norm = np.ones(n)
 
     # Bit-identical rows: different labels -> Assumption 3.1 error; same label -> merged.
-    seen, keep, rep = {}, [], np.empty(n, np.int64)
+    seen, keep = {}, []
     for i in range(n):
         key = x32[i].tobytes()
         j = seen.get(key)
         if j is None:
             seen[key] = len(keep)
-            rep[i] = len(keep)
             keep.append(i)
         else:
             if y[i] != y[keep[j]]:
                 raise ValueError(_pair_msg(keep[j], i, 0.0, y[keep[j]], y[i],
                                            "Assumption 3.1 needs distinct points, and identical "
                                            "points cannot have different labels"))
-            rep[i] = j
     del seen
     keep = np.asarray(keep)
     nu = len(keep)
@@ -428,21 +460,24 @@ def fit_network(x, y, num_classes=None, *, rho=None, k=None, c=DEFAULT_C, seed=0
     mode = assumption_check
     if mode == "auto":
         mode = "exact" if float(nu) * nu * d <= EXACT_CHECK_BUDGET else "projected"
-    t0 = time.time()
+    t0 = t_check
+    closest = None                        # (distance, unique i, unique j) of the closest pair seen
     if nu < 2:
         rho_used, rho_source = (rho if rho is not None else 2.0), "single point"
     elif mode == "exact":
         dmin, i, j = _exact_min_distance(data)
+        closest = (dmin, i, j)
         if dmin < floor:
             raise close_error(i, j, dmin)
         rho_used = rho if rho is not None else dmin
         rho_source = "given (checked on all pairs)" if rho is not None else \
             f"measured: min distance, points {keep[i]} and {keep[j]}"
     else:
-        rng_s = np.random.default_rng([seed, 999])
+        rng_s = _rng(seed, 2)
         sample = np.sort(rng_s.choice(nu, size=min(nu, 2000), replace=False))
         sub = _Data(x32, inv_norm, keep[sample])
         dmin, i, j = _exact_min_distance(sub)
+        closest = (dmin, sample[i], sample[j])
         if dmin < floor:
             raise close_error(sample[i], sample[j], dmin)
         rho_used = rho if rho is not None else dmin
@@ -451,11 +486,20 @@ def fit_network(x, y, num_classes=None, *, rho=None, k=None, c=DEFAULT_C, seed=0
     t_assume = time.time() - t0
 
     k_start = int(k) if k is not None else default_k(nu, rho_used, r, c)
+    if k_start > k_max:
+        where = "" if closest is None else (
+            f" (closest pair: points {keep[closest[1]]} and {keep[closest[2]]} at distance "
+            f"{closest[0]:.3g})")
+        raise ValueError(f"rho = {rho_used:.3g}{where} needs k = ceil(c ln n / rho^4) = {k_start} "
+                         f"> k_max = {k_max}: Assumption 3.1 holds only with a rho too small for a "
+                         "practical network; perturb or deduplicate the points, or pass k")
+    _say(verbose, f"n={n} ({nu} distinct), d={d}, r={r}; Assumption 3.1 check '{mode}': "
+         f"rho={rho_used:.4g} ({rho_source}); start k={k_start}")
     kk = k_start
     attempts, tries_at_k = [], 0
     t0 = time.time()
     while True:
-        rng = np.random.default_rng([seed, len(attempts)])
+        rng = _rng(seed, 1, len(attempts))
         a0 = rng.standard_normal((kk, d)) / math.sqrt(kk)
         q = rng.standard_normal((r, kk))
         q /= np.linalg.norm(q, axis=1, keepdims=True)
@@ -490,6 +534,8 @@ def fit_network(x, y, num_classes=None, *, rho=None, k=None, c=DEFAULT_C, seed=0
         _say(verbose, f"draw {rec['draw']} with k = {rec['k']} violates Lemma B.1's margins "
              f"(worst {m['worst']:.3g} < {min_margin}): {rec['outcome']}", warn=True)
     t_draw = time.time() - t0
+    _say(verbose, f"draw {len(attempts) - 1} accepted: k={kk}, l={-(-nu // kk)} blocks, "
+         f"theta={m['theta']:.4f}, worst Lemma B.1 margin {m['worst']:.4f}")
 
     t0 = time.time()
     w = _weights(z, q, labels_u, kk, m["theta"], m["theta_final"])
@@ -547,7 +593,7 @@ def _random_data(n, d, r, seed):
     return x, rng.integers(0, r, n)
 
 
-def _clustered_data(n, d, r, seed, spread=0.6):
+def _clustered_data(n, d, r, seed, spread=1.5):
     """Points around r well-separated centres, labels random (not the cluster): a harder case."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((max(2, r // 2), d))
@@ -597,13 +643,13 @@ def checks(quick):
     for (kind, n, d, r, seed), (_, cert) in zip(sizes, certs):
         x, y = (_random_data if kind == "random" else _clustered_data)(n, d, r, seed)
         k10 = max(2, math.ceil(10 * math.log(n) / cert["rho"] ** 2))
-        rng = np.random.default_rng([seed, 0])
+        rng = _rng(seed, 1, 0)         # the first draw fit_network makes
         a0 = rng.standard_normal((k10, d)) / math.sqrt(k10)
         q = rng.standard_normal((r, k10))
         q /= np.linalg.norm(q, axis=1, keepdims=True)
         z = x.astype(np.float64) @ a0.T
         slack.append((k10, _scan(z, q, y.astype(np.int64), k10, 0.0)["worst"]))
-    out.append({"claim": "Proof's k = 10 ln n / rho^2 gives Lemma B.1 margins",
+    out.append({"claim": "Proof's k = 10 ln n / rho^2 suffices (B.1)",
                 "instances": len(slack), "worst_margin": float(min(s for _, s in slack)),
                 "passed": bool(min(s for _, s in slack) > 0), "proved": False,
                 "detail": "k, worst margin: " + ", ".join(f"{kk}: {s:.3f}" for kk, s in slack)
