@@ -176,7 +176,7 @@ class SyntheticInput:
         return tf.data.Dataset.from_tensors((images, labels, np.ones(len(labels), np.float32)))
 
 
-INPUTS = {}  # dataset name -> (DatasetInfo, factory(cfg) -> input); ImageNet registers itself
+INPUTS = {}  # dataset name -> (DatasetInfo, factory(cfg) -> input); CIFAR below, ImageNet registers itself
 
 
 def dataset_info(name) -> DatasetInfo:
@@ -200,12 +200,8 @@ def _make_cifar(cfg):
     return InMemoryInput(info, load_split(builder, "train"), load_split(builder, "test"), cfg.seed)
 
 
+INPUTS.update({name: (info, _make_cifar) for name, info in CIFAR.items()})
+
+
 def _register_all():
-    if INPUTS:
-        return
-    for name, info in CIFAR.items():
-        INPUTS[name] = (info, _make_cifar)
-    try:
-        from resnet_nobn import imagenet  # noqa: F401 -- registers imagenet2012
-    except ImportError:
-        pass
+    from resnet_nobn import imagenet  # noqa: F401 -- registers imagenet2012 on import

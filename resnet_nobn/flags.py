@@ -141,6 +141,17 @@ def config_from_flags(FLAGS) -> TrainConfig:
         mixed_precision=FLAGS.mixed_precision)
 
 
+def main(argv):
+    """absl main of run/*.py: the parsed flags, once, as a config, then one training run."""
+    from absl import app, logging
+
+    from resnet_nobn import train
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    logging.set_verbosity(logging.WARNING)
+    main_wrapper(lambda: train.train(config_from_flags(flags.FLAGS)))
+
+
 def main_wrapper(run):
     """Runs `run()`; a UserError becomes one line on stderr and exit status 2."""
     import sys

@@ -230,14 +230,14 @@ class Trainer:
                 loss = cross_entropy + tf.nn.scale_regularization_loss(decay)
                 scaled = optimizer.scale_loss(loss)
             grads = tape.gradient(scaled, variables)
-            correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels),
-                              tf.float32)
-            return grads, cross_entropy, loss, tf.reduce_sum(correct)
+            top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32)
+            top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, logits.shape[-1])), tf.float32)
+            return grads, cross_entropy, loss, tf.reduce_sum(top1), tf.reduce_sum(top5)
 
         def step_fn(images, labels):
-            grads, cross_entropy, loss, correct = gradients(images, labels)
+            grads, cross_entropy, loss, top1, top5 = gradients(images, labels)
             optimizer.apply_gradients(zip(grads, variables))
-            return cross_entropy, loss, correct
+            return cross_entropy, loss, top1, top5
 
         @tf.function
         def train_step(iterator):
@@ -334,6 +334,7 @@ class Trainer:
         """Trains (or, with eval_only, evaluates) and returns the results dict."""
         cfg = self.cfg
         restored = self.restore()
+        cluster.check_same_step(self.strategy, self.step, cfg.model_dir)
         if cfg.eval_only:
             if restored is None:
                 raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/ckpt; train first")
@@ -365,22 +366,22 @@ class Trainer:
 
         t_start = time.time()
         t_log, step_log = t_start, start_step
-        window = np.zeros(3)
+        window = np.zeros(4)
         images_per_sec = None
         results = None
         while self.step < cfg.train_steps:
-            cross_entropy, loss, correct = (float(t) for t in self._train_step(iterator))
+            cross_entropy, loss, top1, top5 = (float(t) for t in self._train_step(iterator))
             if self.preemption:
                 self.preemption.save_checkpoint_if_preempted()
             if not math.isfinite(loss):
                 raise TrainingDiverged(self._diverged_message("the loss"))
-            window += (cross_entropy, loss, correct)
+            window += (cross_entropy, loss, top1, top5)
             step = self.step
             if step % cfg.log_every == 0 or step == cfg.train_steps:
                 now = time.time()
                 n = step - step_log
                 images_per_sec = n * cfg.batch_size / max(now - t_log, 1e-9)
-                ce, total, corr = window / max(n, 1)
+                ce, total, top1, top5 = window / max(n, 1)
                 lr = float(learning_rate(step - 1, cfg))
                 eta = (cfg.train_steps - step) * (now - t_log) / max(n, 1)
                 _log(f"step {step}/{cfg.train_steps}  loss {total:.4f}  xent {ce:.4f}  lr {lr:.4g}  "
@@ -390,11 +391,12 @@ class Trainer:
                         tf.summary.scalar("loss", total)
                         tf.summary.scalar("cross_entropy", ce)
                         tf.summary.scalar("learning_rate", lr)
-                        tf.summary.scalar("top1_error", 1.0 - corr / cfg.batch_size)
+                        tf.summary.scalar("top1_error", 1.0 - top1 / cfg.batch_size)
+                        tf.summary.scalar("top5_error", 1.0 - top5 / cfg.batch_size)
                         tf.summary.scalar("images_per_sec", images_per_sec)
                         for name, norm in self.stage_norms().items():
                             tf.summary.scalar(f"weight_norm/{name}", norm)
-                t_log, step_log, window = now, step, np.zeros(3)
+                t_log, step_log, window = now, step, np.zeros(4)
             if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
                 self.save()
             if step % cfg.eval_every == 0 or step == cfg.train_steps:

@@ -11,22 +11,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags, logging  # noqa: E402
+from absl import app, flags  # noqa: E402
 
 from resnet_nobn import flags as run_flags  # noqa: E402
-from resnet_nobn import train  # noqa: E402
 
 run_flags.define_flags(datasets=("cifar10", "cifar100"))
 flags.adopt_module_key_flags(run_flags)  # so --help lists them
-FLAGS = flags.FLAGS
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    logging.set_verbosity(logging.WARNING)
-    run_flags.main_wrapper(lambda: train.train(run_flags.config_from_flags(FLAGS)))
-
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(run_flags.main)

@@ -1,0 +1,157 @@
+"""Starts N training workers on this machine, on loopback, each with its own TF_CONFIG.
+
+    python run/launch_local.py --num_workers=2 -- run/imagenet_train.py --use_synthetic_data \
+        --widths=8,8,16,16 --stem_width=8 --blocks_per_stage=1 --batch_size=8 --train_steps=20 \
+        --model_dir=/tmp/mw
+
+For trying multi-worker training out and for tests; a real cluster runs the training command once
+per machine (see the README). Every worker gets a free 127.0.0.1 port and the same cluster; worker
+0 is the chief. Each output line is prefixed with `[worker i]`. If a worker fails, the others are
+stopped and the launcher exits with the failed worker's status; it exits 0 when all succeed.
+Re-running the same command resumes from the last checkpoint in --model_dir.
+
+Distributed TensorFlow is unauthenticated: anyone who can reach these ports can talk to the
+workers. Loopback is private to this machine; on a cluster use a trusted network only.
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_ports(n):
+    """n distinct free TCP ports on 127.0.0.1 (free now; a race with other programs is possible)."""
+    sockets, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in sockets:
+            s.close()
+    return ports
+
+
+def tf_config(ports, index):
+    """TF_CONFIG (a JSON string) of worker `index` of a loopback cluster on `ports`."""
+    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                       "task": {"type": "worker", "index": index}})
+
+
+def worker_env(ports, index, threads=None):
+    """The environment of worker `index`; `threads` limits TensorFlow's thread pools."""
+    env = dict(os.environ, TF_CONFIG=tf_config(ports, index), PYTHONUNBUFFERED="1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if threads:
+        env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads),
+                   OMP_NUM_THREADS=str(threads))
+    return env
+
+
+def start_worker(command, ports, index, threads=None, cpus=None, **popen_kwargs):
+    """Popen of worker `index` running `command` (a list: script and flags) with this Python."""
+    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    return subprocess.Popen([sys.executable] + list(command), env=worker_env(ports, index, threads),
+                            cwd=popen_kwargs.pop("cwd", None), preexec_fn=preexec, **popen_kwargs)
+
+
+def _pump(stream, prefix):
+    for line in iter(stream.readline, b""):
+        sys.stdout.write(f"{prefix} {line.decode(errors='replace')}")
+        sys.stdout.flush()
+    stream.close()
+
+
+def stop(procs, grace=10.0):
+    """SIGTERM to the workers still running, SIGKILL after `grace` seconds; waits for all."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.time() + grace
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        usage="%(prog)s [--num_workers=N] [--threads_per_worker=T] [--pin_cpus] [--timeout=S] "
+              "-- SCRIPT [FLAGS...]")
+    parser.add_argument("--num_workers", type=int, default=2)
+    parser.add_argument("--threads_per_worker", type=int, default=0,
+                        help="limit each worker's TensorFlow thread pools (0: TensorFlow's default)")
+    parser.add_argument("--pin_cpus", action="store_true",
+                        help="pin worker i to CPU i mod the number of CPUs")
+    parser.add_argument("--timeout", type=float, default=0,
+                        help="stop all workers after this many seconds (0: no limit)")
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="-- then the training script and its flags")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the training command after --, e.g. -- run/imagenet_train.py "
+                     "--use_synthetic_data")
+    if args.num_workers < 1:
+        parser.error("--num_workers must be at least 1")
+
+    ports = free_ports(args.num_workers)
+    ncpu = os.cpu_count() or 1
+    print(f"[launch] {args.num_workers} workers on 127.0.0.1 ports {ports}; worker 0 is the chief",
+          flush=True)
+    procs, pumps = [], []
+    for i in range(args.num_workers):
+        p = start_worker(command, ports, i, args.threads_per_worker or None,
+                         {i % ncpu} if args.pin_cpus else None,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        procs.append(p)
+        t = threading.Thread(target=_pump, args=(p.stdout, f"[worker {i}]"), daemon=True)
+        t.start()
+        pumps.append(t)
+
+    status = 0
+    t0 = time.time()
+    try:
+        while any(p.poll() is None for p in procs):
+            failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode not in (None, 0)]
+            if failed:
+                i, status = failed[0]
+                print(f"[launch] worker {i} exited with status {status}; stopping the others",
+                      flush=True)
+                break
+            if args.timeout and time.time() - t0 > args.timeout:
+                print(f"[launch] timeout after {args.timeout:.0f} s; stopping the workers", flush=True)
+                status = 124
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        print("[launch] interrupted; stopping the workers", flush=True)
+        status = 130
+    stop(procs)
+    for t in pumps:
+        t.join(timeout=5)
+    if status == 0:
+        failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
+        if failed:
+            i, status = failed[0]
+            print(f"[launch] worker {i} exited with status {status}", flush=True)
+    if status < 0:  # killed by a signal
+        status = 128 - status
+    print(f"[launch] done, status {status}", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
