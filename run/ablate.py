@@ -1,0 +1,137 @@
+r"""Runs an ablation study: one training run per point of a grid of factors, all under one root.
+
+    python run/ablate.py --root=/tmp/study --vary_norm=none,batch --seeds=0,1 \
+        --use_synthetic_data --widths=16,32,64 --stem_width=16 --blocks_per_stage=1 \
+        --train_steps=1000 --batch_size=64 --learning_rate=0.01
+
+Every flag of the training entry point (run/cifar_train.py, or run/imagenet_train.py with
+--dataset=imagenet2012) is a base flag, the same for every run; the --vary_* flags and --seeds
+list the values of the factors, and the study runs their product. Each run trains in its own
+subprocess into ROOT/<dataset>/<norm_init_head_blocks>/seed-<k>; finished runs are skipped and
+interrupted ones resume from their last checkpoint, so re-running the same command continues the
+study. `tensorboard --logdir ROOT` compares the runs (HParams tab); `python run/report.py
+--root=ROOT` prints the table. With --print_commands, nothing runs: one shell command per
+unfinished run is printed, to submit as one cluster job each. `--helpfull` lists the base flags.
+"""
+import importlib.util
+import os
+import shlex
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags, logging  # noqa: E402
+
+from resnet_nobn import study  # noqa: E402
+
+
+def _dataset_from_argv(argv):
+    for i, a in enumerate(argv):
+        if a.startswith("--dataset="):
+            return a.split("=", 1)[1]
+        if a == "--dataset" and i + 1 < len(argv):
+            return argv[i + 1]
+    return "cifar10"
+
+
+# The training entry point defines the base flags, with its own defaults (CIFAR's or ImageNet's).
+ENTRY = os.path.join(REPO, study.ENTRY_POINTS.get(_dataset_from_argv(sys.argv), "run/cifar_train.py"))
+_before = set(flags.FLAGS)
+_spec = importlib.util.spec_from_file_location("_study_entry_point", ENTRY)
+_spec.loader.exec_module(importlib.util.module_from_spec(_spec))
+TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
+
+from resnet_nobn import flags as run_flags  # noqa: E402
+from resnet_nobn.config import UserError  # noqa: E402
+
+flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
+                    "experiment summary, and the report.")
+flags.DEFINE_list("vary_norm", [], "Values of --norm to run (none, batch); default: the base --norm.")
+flags.DEFINE_list("vary_init", [], "Values of --init to run (auto, identity, standard, he); "
+                  "default: the base --init (auto: identity without BN, he with BN).")
+flags.DEFINE_list("vary_head", [], "Values of --head to run (random, trained); default: the base "
+                  "--head.")
+flags.DEFINE_list("vary_blocks", [], "Values of --blocks_per_stage to run: a number for every "
+                  "stage, or per-stage numbers joined by '-' (e.g. 1,3,5 or 3-4-6-3); default: "
+                  "the base --blocks_per_stage.")
+flags.DEFINE_list("seeds", [], "Seeds to run, e.g. 0,1,2; default: the base --seed.")
+flags.DEFINE_float("run_timeout", 0, "Kill a run after this many seconds (0: no limit); it is "
+                   "marked 'timeout' and resumes on the next invocation with --retry_failed.",
+                   lower_bound=0)
+flags.DEFINE_bool("retry_failed", False, "Re-run runs whose last attempt failed (diverged, "
+                  "timeout); by default they are skipped and reported as failed.")
+flags.DEFINE_bool("print_commands", False, "Print one command per unfinished run (for one "
+                  "cluster job each) and exit, instead of running them here one after another.")
+flags.mark_flag_as_required("root")
+FLAGS = flags.FLAGS
+
+_FACTOR_FLAGS = ("norm", "init", "head", "blocks_per_stage", "seed", "model_dir")
+
+
+def _choices(values, allowed, flag):
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise UserError(f"--{flag}: {', '.join(bad)} not in {', '.join(allowed)}")
+    return values
+
+
+def build_study():
+    """(configs, base_args) from the parsed flags."""
+    from resnet_nobn.model import HEADS, INITS, NORMS
+    if FLAGS["model_dir"].present:
+        raise UserError("--model_dir is set per run by the study; use --root")
+    base = run_flags.config_from_flags(FLAGS)
+    stages = len(base.model.widths)
+    norms = _choices(FLAGS.vary_norm or [FLAGS.norm], NORMS, "vary_norm")
+    inits = _choices(FLAGS.vary_init or [FLAGS.init], ("auto",) + INITS, "vary_init")
+    heads = _choices(FLAGS.vary_head or [FLAGS.head], HEADS, "vary_head")
+    try:
+        blocks = ([study.parse_blocks(b, stages) for b in FLAGS.vary_blocks]
+                  or [base.model.blocks_per_stage])
+        seeds = [int(s) for s in FLAGS.seeds] or [base.seed]
+    except ValueError as e:
+        raise UserError(f"--vary_blocks/--seeds: {e}") from None
+    configs = study.make_grid(base, os.path.abspath(FLAGS.root), norms, inits, heads, blocks, seeds)
+    base_args = [FLAGS[name].serialize() for name in TRAIN_FLAGS
+                 if FLAGS[name].present and name not in _FACTOR_FLAGS]
+    return configs, base_args
+
+
+def run():
+    configs, base_args = build_study()
+    for cfg in configs:
+        try:
+            study.check_compatible(cfg)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+    study.write_hparams_config(FLAGS.root, configs)
+    if FLAGS.print_commands:
+        for cfg in configs:
+            if study.run_state(cfg) != "finished":
+                study.write_run_hparams(cfg)
+                print(shlex.join(study.command(cfg, ENTRY, base_args)))
+        return
+    print(f"study: {len(configs)} runs under {FLAGS.root}", flush=True)
+    states = study.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
+                             retry_failed=FLAGS.retry_failed,
+                             log=lambda m: print(m, flush=True))
+    failed = [d for d, s in states.items() if s != "finished"]
+    print(f"study: {len(states) - len(failed)} of {len(states)} runs finished; "
+          f"report: python run/report.py --root={FLAGS.root}", flush=True)
+    if failed:
+        raise UserError(f"{len(failed)} run(s) did not finish (see train.log in "
+                        f"{failed[0]}{' and others' if len(failed) > 1 else ''}); the report "
+                        "lists them; --retry_failed re-runs them")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    logging.set_verbosity(logging.WARNING)
+    run_flags.main_wrapper(run)
+
+
+if __name__ == "__main__":
+    app.run(main)

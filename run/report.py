@@ -1,0 +1,43 @@
+"""Prints the table of a study: every results.json under --root, grouped over seeds.
+
+    python run/report.py --root=/tmp/study
+
+One Markdown row per configuration (norm / init / head / blocks per stage, plus any other
+hyperparameter that differs): seeds, steps, top-1 and top-5 error (mean ± std over seeds), wall
+time, and the paper's Table 2 value where the configuration is the paper's. Also writes the table
+to ROOT/report.md and test error against steps to ROOT/report.png (or --out_md / --out_png).
+Needs no TensorFlow; works while the study is still running.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags  # noqa: E402
+
+from resnet_nobn import study  # noqa: E402
+
+flags.DEFINE_string("root", None, "Root directory of the study (run/ablate.py --root).")
+flags.DEFINE_string("out_md", None, "Markdown file for the table (default: ROOT/report.md).")
+flags.DEFINE_string("out_png", None, "PNG of test error against steps (default: ROOT/report.png).")
+flags.mark_flag_as_required("root")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if not os.path.isdir(FLAGS.root):
+        print(f"error: --root={FLAGS.root} is not a directory", file=sys.stderr)
+        sys.exit(2)
+    try:
+        text, md, png = study.report(FLAGS.root, FLAGS.out_md, FLAGS.out_png)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(text)
+    print(f"written: {md}, {png}")
+
+
+if __name__ == "__main__":
+    app.run(main)

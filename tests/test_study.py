@@ -1,0 +1,155 @@
+"""The study runner (run/ablate.py), its library (resnet_nobn/study.py) and the report."""
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import run_cli, tiny_config
+from resnet_nobn import study
+
+TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
+        "--batch_size=16", "--learning_rate=0.01", "--eval_every=2", "--log_every=2",
+        "--run_timeout=240"]
+
+
+def _plugin_tags(directory):
+    tags = set()
+    for name in os.listdir(directory):
+        if name.startswith("events.out.tfevents."):
+            for event in tf.compat.v1.train.summary_iterator(os.path.join(directory, name)):
+                tags |= {v.tag for v in event.summary.value}
+    return tags
+
+
+def test_grid_resolves_auto_init_names_runs_and_drops_duplicates(tmp_path):
+    base = tiny_config(tmp_path)
+    configs = study.make_grid(base, "/r", norms=["none", "batch"], inits=["auto", "identity"],
+                              heads=["random"], blocks=[(1, 1, 1), (3, 4, 6)], seeds=[0, 1])
+    # auto = identity without BN, so (none, auto) and (none, identity) are one configuration
+    assert len(configs) == 2 * 3 * 2
+    dirs = [c.model_dir for c in configs]
+    assert len(set(dirs)) == len(dirs)
+    assert "/r/cifar10/norm-none_init-identity_head-random_blocks-1/seed-0" in dirs
+    assert "/r/cifar10/norm-batch_init-he_head-random_blocks-3-4-6/seed-1" in dirs
+    assert "/r/cifar10/norm-batch_init-identity_head-random_blocks-1/seed-0" in dirs
+    assert study.parse_blocks("3", 3) == (3, 3, 3) and study.parse_blocks("3-4-6", 3) == (3, 4, 6)
+    with pytest.raises(ValueError):
+        study.parse_blocks("1-2", 3)
+
+
+def test_two_configuration_study_runs_skips_and_reports(tmp_path):
+    root = str(tmp_path / "study")
+    args = [f"--root={root}", "--vary_norm=none,batch", "--train_steps=4"] + TINY
+    first = run_cli("ablate.py", *args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    runs = {n: os.path.join(root, "cifar10", n, "seed-0")
+            for n in ("norm-none_init-identity_head-random_blocks-1",
+                      "norm-batch_init-he_head-random_blocks-1")}
+    for d in runs.values():
+        res = json.load(open(os.path.join(d, "results.json")))
+        assert res["global_step"] == 4
+        assert res["config"]["model"]["norm"] in d
+        assert json.load(open(os.path.join(d, "study_status.json")))["status"] == "finished"
+        assert "_hparams_/session_start_info" in _plugin_tags(d)
+    assert "_hparams_/experiment" in _plugin_tags(root)
+
+    # a re-run skips both finished configurations: nothing is trained again
+    mtimes = {d: os.path.getmtime(os.path.join(d, "results.json")) for d in runs.values()}
+    again = run_cli("ablate.py", *args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.count("finished, skipped") == 2
+    assert mtimes == {d: os.path.getmtime(os.path.join(d, "results.json")) for d in runs.values()}
+
+    rep = run_cli("report.py", f"--root={root}", timeout=120)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    rows = [l for l in rep.stdout.splitlines() if l.startswith("| cifar10")]
+    assert len(rows) == 2
+    assert any("| none / identity / random / 1 | 0 | 4 |" in r for r in rows)
+    assert any("| batch / he / random / 1 | 0 | 4 |" in r for r in rows)
+    md = open(os.path.join(root, "report.md")).read()
+    assert all(r in md for r in rows)
+    with open(os.path.join(root, "report.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_state_resumes_partial_runs_and_refuses_other_settings(tmp_path):
+    cfg = tiny_config(tmp_path / "run", train_steps=4)
+    assert study.run_state(cfg) == "new"
+    os.makedirs(cfg.model_dir)
+    json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
+    assert study.run_state(cfg) == "partial"  # interrupted: re-launched, the trainer resumes
+    json.dump(dict(global_step=2), open(os.path.join(cfg.model_dir, "results.json"), "w"))
+    assert study.run_state(cfg) == "partial"
+    json.dump(dict(status="failed"), open(os.path.join(cfg.model_dir, "study_status.json"), "w"))
+    assert study.run_state(cfg) == "failed"
+    json.dump(dict(global_step=4), open(os.path.join(cfg.model_dir, "results.json"), "w"))
+    assert study.run_state(cfg) == "finished"
+    assert "--model_dir=" + cfg.model_dir in study.command(cfg, "entry.py", ["--x=1"])
+    study.check_compatible(cfg)  # same settings (and more train_steps would be fine too)
+    study.check_compatible(dataclasses.replace(cfg, train_steps=8, log_every=1))
+    with pytest.raises(ValueError, match="learning_rate"):
+        study.check_compatible(dataclasses.replace(cfg, learning_rate=0.5))
+
+
+def _fake_run(root, name, seed, top1, steps=100, **model):
+    m = dict(num_classes=10, image_size=32, widths=[64, 128, 256], blocks_per_stage=[9, 9, 9],
+             strides=[1, 2, 2], stem_width=16, stem_kernel=3, stem_stride=1, kernel_size=3,
+             norm="none", init="identity", head="random", head_seed=0)
+    m.update(model)
+    config = dict(model=m, dataset="cifar10", use_synthetic_data=False, train_steps=100,
+                  batch_size=128, learning_rate=0.05, seed=seed, model_dir="x")
+    d = os.path.join(root, name, f"seed-{seed}")
+    os.makedirs(d)
+    history = [dict(step=s, top1_error=top1 + (100 - s) / 1000, top5_error=top1 / 4,
+                    eval_loss=1.0, eval_examples=10000) for s in (50, steps)]
+    json.dump(dict(dataset="cifar10", global_step=steps, top1_error=history[-1]["top1_error"],
+                   top5_error=top1 / 4, wall_time_s=3600.0 + seed, seed=seed, history=history,
+                   config=config), open(os.path.join(d, "results.json"), "w"))
+
+
+def test_report_groups_seeds_and_sets_the_paper_row_beside_the_papers_configuration(tmp_path):
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.08)
+    _fake_run(root, "ours", 2, 0.06)
+    _fake_run(root, "std", 0, 0.10, init="standard")
+    _fake_run(root, "short", 0, 0.50, steps=50, init="he", norm="batch")
+    text, md, png = study.report(root)
+    rows = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert len(rows) == 3
+    ours = next(r for r in rows if "none / identity / random / 9" in r)
+    assert "| 0,1,2 |" in ours and "| 100 |" in ours
+    assert f"7.00 ± {np.std([7, 8, 6], ddof=1):.2f}" in ours
+    assert "6.38 (Ours)" in ours
+    std = next(r for r in rows if "standard" in r)
+    assert "6.38" not in std and "10.00" in std
+    bn = next(r for r in rows if "batch / he" in r)
+    assert "6.43 (ResNet†)" in bn and "50 of 100 (partial" in bn
+    assert os.path.getsize(png) > 1000 and open(md).read().count("| cifar10") == 3
+
+
+def test_hparams_domain_covers_earlier_studies_in_the_same_root(tmp_path):
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    root = str(tmp_path)
+    earlier = study.make_grid(tiny_config(root), root, ["batch"], ["auto"], ["random"], [(1, 1, 1)], [0])
+    os.makedirs(earlier[0].model_dir)
+    json.dump(earlier[0].to_json(), open(os.path.join(earlier[0].model_dir, "config.json"), "w"))
+    now = study.make_grid(tiny_config(root), root, ["none"], ["identity", "standard"], ["random"],
+                          [(1, 1, 1)], [0])
+    study.write_hparams_config(root, now)
+    assert study.write_run_hparams(now[0]) and not study.write_run_hparams(now[0])  # once per run
+    events = [n for n in os.listdir(root) if n.startswith("events.out.tfevents.")]
+    assert len(events) == 1
+    domains = {}
+    for event in tf.compat.v1.train.summary_iterator(os.path.join(root, events[0])):
+        for v in event.summary.value:
+            if v.tag == "_hparams_/experiment":
+                data = plugin_data_pb2.HParamsPluginData.FromString(v.metadata.plugin_data.content)
+                domains = {h.name: sorted(x.string_value or str(x.number_value)
+                                          for x in h.domain_discrete.values)
+                           for h in data.experiment.hparam_infos}
+    assert domains["norm"] == ["batch", "none"]
+    assert domains["init"] == ["he", "identity", "standard"]
