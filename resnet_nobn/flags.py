@@ -7,7 +7,7 @@ from absl import flags
 
 from resnet_nobn import data
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.model import HEADS, INITS, NORMS, ModelConfig
+from resnet_nobn.model import HEADS, INITS, NORMS, ModelConfig, resolve_init
 from resnet_nobn.train import STRATEGIES
 
 
@@ -121,13 +121,12 @@ def config_from_flags(FLAGS) -> TrainConfig:
     info = data.dataset_info(FLAGS.dataset)
     widths = _ints(FLAGS.widths)
     blocks = _ints(FLAGS.blocks_per_stage)
-    init = FLAGS.init if FLAGS.init != "auto" else ("he" if FLAGS.norm == "batch" else "identity")
     model = ModelConfig(
         num_classes=info.num_classes, image_size=info.image_size, widths=widths,
         blocks_per_stage=blocks * len(widths) if len(blocks) == 1 else blocks,
         strides=_ints(FLAGS.strides), stem_width=FLAGS.stem_width, stem_kernel=FLAGS.stem_kernel,
-        stem_stride=FLAGS.stem_stride, norm=FLAGS.norm, init=init, head=FLAGS.head,
-        head_seed=FLAGS.head_seed)
+        stem_stride=FLAGS.stem_stride, norm=FLAGS.norm, init=resolve_init(FLAGS.init, FLAGS.norm),
+        head=FLAGS.head, head_seed=FLAGS.head_seed)
     return TrainConfig(
         model=model, dataset=FLAGS.dataset, data_dir=FLAGS.data_dir,
         use_synthetic_data=FLAGS.use_synthetic_data, train_steps=FLAGS.train_steps,

@@ -66,6 +66,13 @@ class ModelConfig:
                              f"at least stem_width={self.stem_width}; got {self.widths}")
 
 
+def resolve_init(init, norm):
+    """The `--init=auto` rule: the paper's identity init without BN, He init with BN (the baseline)."""
+    if init == "auto":
+        return "he" if norm == "batch" else "identity"
+    return init
+
+
 def residual_init_stddev(kernel_size, out_channels, init):
     """Standard deviation of a residual conv's N(0, sigma^2) init (Section 4).
 

@@ -76,13 +76,6 @@ def parse_blocks(text, num_stages):
     return tuple(parts)
 
 
-def resolve_init(init, norm):
-    """'auto' is the paper's identity init without BN and He init with BN (as the flag says)."""
-    if init == "auto":
-        return "he" if norm == "batch" else "identity"
-    return init
-
-
 def run_name(cfg):
     """ROOT-relative directory of a run: <dataset>/<configuration>/seed-<k>."""
     m = cfg.model
@@ -97,6 +90,7 @@ def make_grid(base, root, norms, inits, heads, blocks, seeds):
     Points that resolve to the same configuration (e.g. init auto and identity) appear once.
     Runs are ordered seed by seed, so the first seed of every configuration comes first.
     """
+    from resnet_nobn.model import resolve_init  # here: the report must not import TensorFlow
     configs, seen = [], set()
     # seed-major: a study stopped half-way has every configuration with its first seeds
     for seed, norm, init, head, bps in itertools.product(seeds, norms, inits, heads, blocks):
