@@ -89,11 +89,18 @@ def augment_cifar(image, seed):
     return tf.image.stateless_random_flip_left_right(image, seed=seeds[1])
 
 
-def _pipeline_part(ds, global_batch, ctx):
-    """Keeps this input pipeline's contiguous part of every global batch, unbatched."""
+def pipeline_part(ds, global_batch, ctx):
+    """Keeps this input pipeline's contiguous part of every global batch, unbatched.
+
+    Elements may be one tensor or a tuple of tensors (sliced alike).
+    """
     part = global_batch // ctx.num_input_pipelines
     lo = ctx.input_pipeline_id * part
-    return ds.batch(global_batch, drop_remainder=True).map(lambda t: t[lo:lo + part]).unbatch()
+
+    def keep(*t):
+        return tf.nest.map_structure(lambda x: x[lo:lo + part], t if len(t) > 1 else t[0])
+
+    return ds.batch(global_batch, drop_remainder=True).map(keep).unbatch()
 
 
 class InMemoryInput:
@@ -117,7 +124,7 @@ class InMemoryInput:
 
         start = start_step * global_batch
         ds = tf.data.Dataset.range(start // n, 2 ** 40).flat_map(epoch).skip(start % n)
-        ds = _pipeline_part(ds, global_batch, ctx)
+        ds = pipeline_part(ds, global_batch, ctx)
 
         def load(t):
             pos, idx = t[0], t[1]
@@ -137,7 +144,7 @@ class InMemoryInput:
         total = self.num_eval_batches(global_batch) * global_batch
         images = tf.constant(self._test_images)
         labels = tf.constant(self._test_labels)
-        ds = _pipeline_part(tf.data.Dataset.range(total), global_batch, ctx)
+        ds = pipeline_part(tf.data.Dataset.range(total), global_batch, ctx)
 
         def load(i):
             j = tf.minimum(i, n - 1)

@@ -150,14 +150,6 @@ def preprocess_eval(encoded, size=INFO.image_size):
     return _normalize(image)
 
 
-def _pipeline_part(ds, global_batch, ctx):
-    """data._pipeline_part for a dataset of tuples: this pipeline's part of every global batch."""
-    part = global_batch // ctx.num_input_pipelines
-    lo = ctx.input_pipeline_id * part
-    return (ds.batch(global_batch, drop_remainder=True)
-            .map(lambda *t: tuple(x[lo:lo + part] for x in t)).unbatch())
-
-
 class TfdsInput:
     """ImageNet read through tfds, with the methods of data.InMemoryInput."""
 
@@ -204,7 +196,7 @@ class TfdsInput:
         ds = ds.map(lambda ex: (ex["image"], tf.cast(ex["label"], tf.int32), 1.0))
         first = ds.take(1)
         pad = first.map(lambda im, lab, w: (im, lab, 0.0)).repeat(total - n)
-        ds = _pipeline_part(ds.concatenate(pad), global_batch, ctx)  # before decoding
+        ds = data.pipeline_part(ds.concatenate(pad), global_batch, ctx)  # before decoding
 
         def load(encoded, label, weight):
             return preprocess_eval(encoded, self.info.image_size), label, weight
