@@ -23,8 +23,10 @@ the user sees (a UserError: one line, exit status 2):
 """
 import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 
 from resnet_nobn.config import UserError
 
@@ -192,8 +194,6 @@ def preemption_handler(strategy, save, on_exit, describe):
     """
     if not is_multi_worker(strategy):
         return None
-    import tempfile
-
     import tensorflow as tf
     scratch = tempfile.mkdtemp(prefix="preemption_counter_")
 
@@ -206,7 +206,6 @@ def preemption_handler(strategy, save, on_exit, describe):
         strategy.cluster_resolver, manager,
         termination_config=tf.distribute.experimental.TerminationConfig(
             exit_fn=exit_fn, save_fn=lambda *a, **k: save()))
-    import shutil
     shutil.rmtree(scratch, ignore_errors=True)  # nothing is ever saved there (save_fn is ours)
     return handler
 

@@ -55,6 +55,17 @@ class TrainConfig:
                                            for k, v in d.items()})
 
 
+def config_diffs(old: dict, new: dict, fields=()):
+    """`name: old there, new here` for each of `fields` and each model field where the JSON forms
+    of two configurations (a saved config.json and `TrainConfig.to_json()`) differ."""
+    old = json.loads(json.dumps(old))
+    new = json.loads(json.dumps(new))
+    diffs = [f"{k}: {old.get(k)} there, {new.get(k)} here" for k in fields if old.get(k) != new.get(k)]
+    old_model = old.get("model") or {}
+    return diffs + [f"{k}: {old_model.get(k)} there, {v} here"
+                    for k, v in new["model"].items() if old_model.get(k) != v]
+
+
 def learning_rate(step, cfg: TrainConfig):
     """The learning rate at `step`, a pure function of the step (works on Python ints and tensors).
 

@@ -134,11 +134,8 @@ def check_compatible(cfg):
     old = read_json(os.path.join(cfg.model_dir, "config.json"))
     if old is None:
         return
-    new = cfg.to_json()
-    diffs = [f"{k}: {old.get(k)} there, {new[k]} here" for k in SCIENTIFIC_FIELDS
-             if _norm_json(old.get(k)) != _norm_json(new[k])]
-    diffs += [f"model.{k}: {old.get('model', {}).get(k)} there, {v} here"
-              for k, v in new["model"].items() if _norm_json(old.get("model", {}).get(k)) != _norm_json(v)]
+    from resnet_nobn.config import config_diffs  # here: the report must not import TensorFlow
+    diffs = config_diffs(old, cfg.to_json(), fields=SCIENTIFIC_FIELDS)
     if diffs:
         raise ValueError(f"{cfg.model_dir} holds a run with other settings ({'; '.join(diffs)}); "
                          "use another --root for a study with other base flags")
@@ -254,9 +251,8 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, log=p
 
     A finished run is skipped; a partial one resumes from its checkpoint; a failed one (diverged,
     bad flags, timeout) is skipped unless `retry_failed`. `timeout` (seconds) bounds each run.
+    The caller checks `check_compatible` for every configuration first, before writing anything.
     """
-    for cfg in configs:
-        check_compatible(cfg)
     states = {}
     for i, cfg in enumerate(configs):
         tag = f"[{i + 1}/{len(configs)}] {cfg.model_dir}"

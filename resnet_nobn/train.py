@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from resnet_nobn import cluster, data, model as model_lib
-from resnet_nobn.config import TrainConfig, UserError, learning_rate
+from resnet_nobn.config import TrainConfig, UserError, config_diffs, learning_rate
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 
@@ -94,11 +94,7 @@ def check_model_dir(cfg: TrainConfig):
             old = json.load(f)
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is unreadable ({e}); move it away or use a new --model_dir") from None
-    new = cfg.to_json()
-    diffs = [f"{k}: {old['model'].get(k)} there, {v} here"
-             for k, v in new["model"].items() if old.get("model", {}).get(k) != v]
-    if old.get("dataset") != cfg.dataset:
-        diffs.insert(0, f"dataset: {old.get('dataset')} there, {cfg.dataset} here")
+    diffs = config_diffs(old, cfg.to_json(), fields=("dataset",))
     if diffs:
         raise UserError(f"--model_dir={cfg.model_dir} holds a run of a different architecture "
                         f"({'; '.join(diffs)}); use a new --model_dir or the flags of that run")
@@ -201,7 +197,9 @@ class Trainer:
         return path
 
     def save(self):
-        if not all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.model.trainable_variables):
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
+                                for v in self.model.trainable_variables])
+        if not bool(finite):
             raise TrainingDiverged(self._diverged_message("the weights"))
         self.manager.save(checkpoint_number=self.step)
 
