@@ -20,6 +20,7 @@ class TrainConfig:
     dataset: str = "cifar10"
     data_dir: str | None = None          # tfds data_dir; None = tfds' default
     use_synthetic_data: bool = False
+    crop_padding: int = 2                # pixels a side before the random crop (the fork's: 2)
     # optimization (Section 4: SGD momentum 0.9, batch 128, wd 1e-4, lr 0.05 /10 at 30k and 50k)
     train_steps: int = 60_000
     batch_size: int = 128                # global, over all replicas and workers
@@ -30,6 +31,7 @@ class TrainConfig:
     warmup_steps: int = 0
     momentum: float = 0.9
     weight_decay: float = 1e-4           # on convolution kernels only, as wd * sum(||W||^2) / 2
+    clip_norm: float = 0.0               # >0: clip the gradient's global norm to this (paper: none)
     seed: int = 0
     # bookkeeping
     model_dir: str = "/tmp/resnet_nobn"
@@ -53,6 +55,35 @@ class TrainConfig:
                                for k, v in d.pop("model").items()})
         return TrainConfig(model=model, **{k: tuple(v) if isinstance(v, list) else v
                                            for k, v in d.items()})
+
+
+# What made the network train where the paper's recipe diverged, measured on real images
+# (Fashion-MNIST as a CIFAR-10 directory, widths 16,32,64, batch 128, 500 steps; docs/stability.md):
+# (norm, init, deep = more than 3 blocks per stage) -> the flags of the retry.
+STABLE_SETTINGS = {
+    ("none", False): dict(learning_rate=0.01, warmup_steps=0, clip_norm=0.0),
+    ("none", True): dict(learning_rate=0.01, warmup_steps=0, clip_norm=0.0),
+    ("batch", False): dict(learning_rate=0.05, warmup_steps=0, clip_norm=0.0),
+    ("batch", True): dict(learning_rate=0.05, warmup_steps=0, clip_norm=0.0),
+}
+
+
+def retry_advice(cfg: "TrainConfig") -> str:
+    """The flags a diverged run of `cfg` should be re-run with, as `--flag=value` tokens.
+
+    The measured stable setting for its kind and depth (STABLE_SETTINGS), never a learning rate
+    above half the one that diverged, a warm-up at least as long and a clip at least as tight.
+    """
+    deep = max(cfg.model.blocks_per_stage) > 3
+    measured = STABLE_SETTINGS[(cfg.model.norm, deep)]
+    lr = min(measured["learning_rate"], cfg.learning_rate / 2)
+    flags = {"learning_rate": float(f"{lr:.3g}")}
+    if measured["warmup_steps"] or cfg.warmup_steps:
+        flags["warmup_steps"] = max(measured["warmup_steps"], cfg.warmup_steps)
+    if measured["clip_norm"] or cfg.clip_norm:
+        clip = [c for c in (measured["clip_norm"], cfg.clip_norm / 2) if c > 0]
+        flags["clip_norm"] = float(f"{min(clip):.3g}")
+    return " ".join(f"--{k}={v}" for k, v in flags.items())
 
 
 def config_diffs(old: dict, new: dict, fields=()):

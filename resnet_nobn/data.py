@@ -1,8 +1,8 @@
 """Input pipelines: tfds CIFAR-10/100 (and synthetic data), as in the TensorFlow ResNet code.
 
-Training augmentation (cifar_input.py of tensorflow/models/resnet, which the paper forked): pad to
-40x40, random 32x32 crop, random horizontal flip, per-image standardisation. The test split is only
-standardised.
+Training augmentation (cifar_input.py of tensorflow/models/resnet, which the paper forked): zero-pad
+to 36x36 (`image_size + 4`, `crop_padding=2` pixels a side), random 32x32 crop, random horizontal
+flip, per-image standardisation. The test split is only standardised.
 
 Determinism and resuming. CIFAR fits in memory (50,000 x 32x32x3 bytes), so the training stream is a
 pure function of (seed, step): epoch e visits the examples in the order of a stateless permutation
@@ -80,11 +80,12 @@ def standardize(image):
     return tf.image.per_image_standardization(tf.cast(image, tf.float32))
 
 
-def augment_cifar(image, seed):
-    """Pad 4 + random 32x32 crop + random flip, with stateless randomness from `seed` (2 ints)."""
+def augment_cifar(image, seed, padding):
+    """Zero-pad `padding` pixels a side, random crop back to size, random flip; stateless
+    randomness from `seed` (2 ints)."""
     size = image.shape[0]
     seeds = tf.random.experimental.stateless_split(seed, 2)
-    image = tf.image.resize_with_crop_or_pad(image, size + 8, size + 8)
+    image = tf.image.resize_with_crop_or_pad(image, size + 2 * padding, size + 2 * padding)
     image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seeds[0])
     return tf.image.stateless_random_flip_left_right(image, seed=seeds[1])
 
@@ -106,13 +107,13 @@ def pipeline_part(ds, global_batch, ctx):
 class InMemoryInput:
     """A dataset held in memory (CIFAR), read through tfds; the stream is a function of the step."""
 
-    def __init__(self, info: DatasetInfo, train, test, seed):
-        self.info, self.seed = info, seed
+    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2):
+        self.info, self.seed, self.crop_padding = info, seed, crop_padding
         self._train_images, self._train_labels = train
         self._test_images, self._test_labels = test
 
     def train_dataset(self, ctx: tf.distribute.InputContext, global_batch, start_step):
-        n, seed = len(self._train_labels), self.seed
+        n, seed, padding = len(self._train_labels), self.seed, self.crop_padding
         images = tf.constant(self._train_images)
         labels = tf.constant(self._train_labels)
 
@@ -128,7 +129,8 @@ class InMemoryInput:
 
         def load(t):
             pos, idx = t[0], t[1]
-            image = augment_cifar(tf.gather(images, idx), tf.stack([tf.constant(seed, tf.int64), pos]))
+            image = augment_cifar(tf.gather(images, idx), tf.stack([tf.constant(seed, tf.int64), pos]),
+                                  padding)
             return standardize(image), tf.gather(labels, idx)
 
         return (ds.map(load, num_parallel_calls=_AUTOTUNE)
@@ -204,7 +206,8 @@ def make_input(cfg: TrainConfig):
 def _make_cifar(cfg):
     builder = prepare_tfds_builder(cfg.dataset, cfg.data_dir)
     info = CIFAR[cfg.dataset]
-    return InMemoryInput(info, load_split(builder, "train"), load_split(builder, "test"), cfg.seed)
+    return InMemoryInput(info, load_split(builder, "train"), load_split(builder, "test"), cfg.seed,
+                         cfg.crop_padding)
 
 
 INPUTS.update({name: (info, _make_cifar) for name, info in CIFAR.items()})

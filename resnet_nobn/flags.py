@@ -3,6 +3,8 @@
 Every hyperparameter is one absl flag with its default, unit and a validator. `config_from_flags`
 turns the parsed flags once into the frozen `TrainConfig`; nothing else reads FLAGS.
 """
+import math
+
 from absl import flags
 
 from resnet_nobn import data
@@ -35,6 +37,9 @@ def define_flags(datasets, **defaults):
     f.DEFINE_enum("dataset", d["dataset"], datasets, "Dataset, read through tensorflow-datasets.")
     f.DEFINE_string("data_dir", None, "tfds data directory holding the prepared dataset (default: "
                     "tfds' own, ~/tensorflow_datasets, where tfds may download CIFAR).")
+    f.DEFINE_integer("crop_padding", 2, "CIFAR training augmentation: zero pixels added on each "
+                     "side before the random crop back to 32x32 (the forked code's: 2, i.e. 36x36).",
+                     lower_bound=0)
     f.DEFINE_bool("use_synthetic_data", False, "Random images of the right shape, no I/O: for "
                   "smoke runs and speed measurements.")
     # model
@@ -51,7 +56,11 @@ def define_flags(datasets, **defaults):
                   "BN-ResNet baseline of the same shape (pre-activation blocks, He init).")
     f.DEFINE_enum("init", "auto", ("auto",) + INITS, "Residual conv init N(0, sigma^2): identity "
                   "sigma=1/(k^2 c) (the paper's), standard 1/(k sqrt c), he sqrt(2/(k^2 c)); auto = "
-                  "identity with --norm=none, he with --norm=batch.")
+                  "identity with --norm=none, he with --norm=batch. Normalization-free baselines "
+                  "(--norm=none): fixup (Zhang et al. 2019) and skipinit (De & Smith 2020).")
+    f.DEFINE_float("relu_leakiness", 0.1, "Slope for x < 0 of every activation (leaky ReLU), in "
+                   "the blocks and after the last block; 0.1 is the TensorFlow ResNet code the "
+                   "paper forked, 0 a plain ReLU.", lower_bound=0.0, upper_bound=0.999)
     f.DEFINE_enum("head", "random", HEADS, "random: fixed random projection, never trained (the "
                   "paper's); trained: an ordinary dense layer.")
     f.DEFINE_integer("head_seed", 0, "Seed of the random-projection head.")
@@ -74,6 +83,8 @@ def define_flags(datasets, **defaults):
     f.DEFINE_float("momentum", 0.9, "SGD momentum.", lower_bound=0.0, upper_bound=1.0)
     f.DEFINE_float("weight_decay", d["weight_decay"], "L2 weight decay on conv kernels only: adds "
                    "wd * sum ||W||^2 / 2 to the loss.", lower_bound=0.0)
+    f.DEFINE_float("clip_norm", 0.0, "If > 0: clip the gradient to this global L2 norm before "
+                   "the update (the paper: no clipping).", lower_bound=0.0)
     f.DEFINE_integer("seed", 0, "Seed of the weight init and of the data order/augmentation.")
     # bookkeeping
     f.DEFINE_string("model_dir", "/tmp/resnet_nobn", "Directory for checkpoints, TensorBoard "
@@ -95,6 +106,9 @@ def define_flags(datasets, **defaults):
                   "scaling).")
 
     f.register_validator("learning_rate", lambda v: v > 0, "--learning_rate must be positive")
+    for name in ("learning_rate", "lr_decay_factor", "momentum", "weight_decay", "clip_norm",
+                 "relu_leakiness"):
+        f.register_validator(name, math.isfinite, f"--{name} must be a finite number")
     for name in ("widths", "strides", "blocks_per_stage"):
         f.register_validator(name, _parses_as_ints,
                              f"--{name} must be a comma list of positive integers, e.g. 64,128,256")
@@ -114,6 +128,9 @@ def define_flags(datasets, **defaults):
         or list(_ints(v["widths"])) == sorted(_ints(v["widths"])) and v["stem_width"] <= _ints(v["widths"])[0],
         "--widths must be non-decreasing and start at least at --stem_width (the shortcut "
         "zero-pads channels); e.g. --stem_width=8 --widths=8,16,32")
+    f.register_multi_flags_validator(
+        ["norm", "init"], lambda v: not (v["norm"] == "batch" and v["init"] in ("fixup", "skipinit")),
+        "--init=fixup and --init=skipinit are normalization-free methods: use them with --norm=none")
 
 
 def config_from_flags(FLAGS) -> TrainConfig:
@@ -126,14 +143,16 @@ def config_from_flags(FLAGS) -> TrainConfig:
         blocks_per_stage=blocks * len(widths) if len(blocks) == 1 else blocks,
         strides=_ints(FLAGS.strides), stem_width=FLAGS.stem_width, stem_kernel=FLAGS.stem_kernel,
         stem_stride=FLAGS.stem_stride, norm=FLAGS.norm, init=resolve_init(FLAGS.init, FLAGS.norm),
-        head=FLAGS.head, head_seed=FLAGS.head_seed)
+        relu_leakiness=FLAGS.relu_leakiness, head=FLAGS.head, head_seed=FLAGS.head_seed)
     return TrainConfig(
         model=model, dataset=FLAGS.dataset, data_dir=FLAGS.data_dir,
-        use_synthetic_data=FLAGS.use_synthetic_data, train_steps=FLAGS.train_steps,
+        use_synthetic_data=FLAGS.use_synthetic_data, crop_padding=FLAGS.crop_padding,
+        train_steps=FLAGS.train_steps,
         batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
         lr_boundaries=_ints(FLAGS.lr_boundaries), lr_decay_factor=FLAGS.lr_decay_factor,
         lr_decay_every=FLAGS.lr_decay_every, warmup_steps=FLAGS.warmup_steps,
-        momentum=FLAGS.momentum, weight_decay=FLAGS.weight_decay, seed=FLAGS.seed,
+        momentum=FLAGS.momentum, weight_decay=FLAGS.weight_decay, clip_norm=FLAGS.clip_norm,
+        seed=FLAGS.seed,
         model_dir=FLAGS.model_dir, eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps,
         eval_only=FLAGS.eval_only, checkpoint_every=FLAGS.checkpoint_every,
         log_every=FLAGS.log_every, strategy=FLAGS.strategy, xla=FLAGS.xla,

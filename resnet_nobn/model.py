@@ -6,19 +6,28 @@ projection 256 x num_classes that is never trained. 55 convolutions, 13,538,736 
 parameters (the paper says 13.5M in Table 1, 13.59M in the text), all of them convolution kernels.
 
 ImageNet (Section 4.2) uses the same builder with the stage layout of the 34-layer ResNet; see
-`imagenet_model_config` in resnet_nobn/imagenet.py.
+`imagenet_model_flags` in resnet_nobn/imagenet.py.
 
 One builder makes the paper's model and the ablations / the usual baseline:
-  norm='none'   the paper: block `x + C2(ReLU(C1 x))`, no normalization anywhere.
+  norm='none'   the paper: block `x + C2(act(C1 x))`, no normalization anywhere.
   norm='batch'  the BN-ResNet users compare against: the same shape, pre-activation blocks
-                `x + C2(ReLU(BN(C1(ReLU(BN x)))))` and a final BN-ReLU before pooling, as in the
-                TensorFlow ResNet code the paper forked (He et al. 2016, "identity mappings").
+                `x + C2(act(BN(C1(act(BN x)))))` and a final BN-activation before pooling, as in
+                the TensorFlow ResNet code the paper forked (He et al. 2016, "identity mappings");
+                that code's first block of stage 1 also feeds its activated input to the shortcut
+                (`activate_before_residual`), which this twin does not.
   init          residual convs N(0, sigma^2) with sigma = 1/(k^2 c) ('identity', the paper's),
                 1/(k sqrt c) ('standard', the usual one the paper contrasts with), or
                 sqrt(2/(k^2 c)) ('he', He et al. 2015, used by the BN baseline);
-                k = kernel size, c = output channels.
+                k = kernel size, c = output channels. Two published normalization-free
+                baselines that keep the identity at init (see blocks.py): 'fixup' (Zhang et al.
+                2019: C1 He-init times L^(-1/2) for L blocks, C2 = 0, scalar multiplier and
+                biases) and 'skipinit' (De & Smith 2020: He init, a scalar alpha = 0 per branch).
+  relu_leakiness  slope of every activation `act` for x < 0: 0.1 in the TensorFlow ResNet code
+                the paper forked (`relu_leakiness=0.1` in resnet_main.py), 0 for a plain ReLU.
   head          'random': fixed seeded Gaussian projection, a non-trainable variable, so it is
                 saved in checkpoints and evaluation uses the same matrix; 'trained': a Dense layer.
+The activation after the last block, before the global average pool, is the fork's `unit_last`
+(BN then activation there; without BN the activation remains).
 """
 import dataclasses
 import math
@@ -28,10 +37,10 @@ import numpy as np
 import tensorflow as tf
 from keras import layers
 
-from resnet_nobn.blocks import ResidualBlock
+from resnet_nobn.blocks import ResidualBlock, leaky_relu
 
 NORMS = ("none", "batch")
-INITS = ("identity", "standard", "he")
+INITS = ("identity", "standard", "he", "fixup", "skipinit")
 HEADS = ("random", "trained")
 
 
@@ -49,6 +58,7 @@ class ModelConfig:
     kernel_size: int = 3
     norm: str = "none"
     init: str = "identity"
+    relu_leakiness: float = 0.1
     head: str = "random"
     head_seed: int = 0
 
@@ -59,6 +69,10 @@ class ModelConfig:
                 f"{self.strides} must have one entry per stage")
         if self.norm not in NORMS or self.init not in INITS or self.head not in HEADS:
             raise ValueError(f"norm/init/head must be in {NORMS}/{INITS}/{HEADS}")
+        if self.norm == "batch" and self.init in ("fixup", "skipinit"):
+            raise ValueError(f"init={self.init} is a normalization-free method: use it with norm=none")
+        if not 0.0 <= self.relu_leakiness < 1.0:
+            raise ValueError(f"relu_leakiness must be in [0, 1); got {self.relu_leakiness}")
         if min(self.widths) < 1 or min(self.blocks_per_stage) < 1:
             raise ValueError("widths and blocks_per_stage must be positive")
         if list((self.stem_width,) + tuple(self.widths)) != sorted((self.stem_width,) + tuple(self.widths)):
@@ -73,15 +87,20 @@ def resolve_init(init, norm):
     return init
 
 
-def residual_init_stddev(kernel_size, out_channels, init):
-    """Standard deviation of a residual conv's N(0, sigma^2) init (Section 4).
+def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
+    """Standard deviations (C1, C2) of a residual branch's N(0, sigma^2) init (Section 4).
 
-    'identity': sigma = 1/(k^2 c), the paper's; 'standard': 1/(k sqrt c); 'he': sqrt(2/(k^2 c)).
+    'identity': sigma = 1/(k^2 c), the paper's; 'standard': 1/(k sqrt c); 'he' and 'skipinit':
+    sqrt(2/(k^2 c)); 'fixup': C1 sqrt(2/(k^2 c)) * L^(-1/2) with L = num_blocks (Fixup's
+    L^(-1/(2m-2)) for m = 2 layers per branch), C2 zero.
     """
     k, c = kernel_size, out_channels
-    return {"identity": 1.0 / (k * k * c),
-            "standard": 1.0 / (k * math.sqrt(c)),
-            "he": math.sqrt(2.0 / (k * k * c))}[init]
+    he = math.sqrt(2.0 / (k * k * c))
+    if init == "fixup":
+        return he / math.sqrt(num_blocks), 0.0
+    std = {"identity": 1.0 / (k * k * c), "standard": 1.0 / (k * math.sqrt(c)),
+           "he": he, "skipinit": he}[init]
+    return std, std
 
 
 def _conv(filters, kernel_size, stride, stddev, seed, name):
@@ -95,7 +114,8 @@ class PoolPadShortcut(layers.Layer):
     """Shortcut where the shape changes: average pooling, then zero-padding of channels.
 
     As in the TensorFlow ResNet code the paper forked: `avg_pool(stride, stride, 'VALID')`, then
-    `(out - in) // 2` zero channels before and the rest after.
+    `(out - in) // 2` zero channels before and the rest after (the fork pads `(out - in) // 2` on
+    both sides: the same for the even differences of Table 1).
     """
 
     def __init__(self, stride, in_channels, out_channels, **kwargs):
@@ -151,8 +171,9 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
     x = _conv(cfg.stem_width, cfg.stem_kernel, cfg.stem_stride, stem_std, seed, "stem")(inputs)
     in_ch = cfg.stem_width
     layer_seed = seed * 10_000
+    branch_scale = {"fixup": 1.0, "skipinit": 0.0}.get(cfg.init)
     for s, (width, blocks, stride) in enumerate(zip(cfg.widths, cfg.blocks_per_stage, cfg.strides)):
-        std = residual_init_stddev(cfg.kernel_size, width, cfg.init)
+        std1, std2 = residual_init_stddev(cfg.kernel_size, width, cfg.init, sum(cfg.blocks_per_stage))
         for b in range(blocks):
             name = f"stage{s + 1}_block{b + 1}"
             st = stride if b == 0 else 1
@@ -160,18 +181,22 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
             shortcut = (PoolPadShortcut(st, in_ch, width, name=name + "_shortcut")
                         if (st != 1 or in_ch != width) else None)
             x = ResidualBlock(
-                _conv(width, cfg.kernel_size, st, std, layer_seed, name + "_conv1"),
-                _conv(width, cfg.kernel_size, 1, std, layer_seed + 1, name + "_conv2"),
-                shortcut=shortcut, norm1=bn(name + "_bn1"), norm2=bn(name + "_bn2"), name=name)(x)
+                _conv(width, cfg.kernel_size, st, std1, layer_seed, name + "_conv1"),
+                _conv(width, cfg.kernel_size, 1, std2, layer_seed + 1, name + "_conv2"),
+                shortcut=shortcut, norm1=bn(name + "_bn1"), norm2=bn(name + "_bn2"),
+                leakiness=cfg.relu_leakiness, branch_scale=branch_scale,
+                scalar_biases=cfg.init == "fixup", name=name)(x)
             in_ch = width
-    if batch_norm:
-        x = keras.ops.relu(bn("final_bn")(x))
+    if batch_norm:  # the fork's unit_last: BN (batch only), then the activation, then the pool
+        x = bn("final_bn")(x)
+    x = layers.Activation(lambda t: leaky_relu(t, cfg.relu_leakiness), name="final_act")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     if cfg.head == "random":
         logits = RandomProjection(cfg.num_classes, cfg.head_seed, name="head")(x)
-    else:
+    else:  # Fixup also zero-initialises a trained classifier
+        init = ("zeros" if cfg.init == "fixup" else keras.initializers.GlorotUniform(seed=seed))
         logits = layers.Dense(cfg.num_classes, dtype="float32", name="head",
-                              kernel_initializer=keras.initializers.GlorotUniform(seed=seed))(x)
+                              kernel_initializer=init)(x)
     return keras.Model(inputs, logits, name="resnet_nobn" if not batch_norm else "resnet_bn")
 
 

@@ -33,13 +33,15 @@ import time
 
 import numpy as np
 
-FACTORS = ("norm", "init", "head", "blocks_per_stage", "seed")
+from resnet_nobn.rundir import atomic_write_json, read_json
+
+FACTORS = ("norm", "init", "head", "blocks_per_stage", "relu_leakiness", "learning_rate", "seed")
 
 # Hyperparameters that define what a run computes; a finished run is reused only if they match.
 # (Bookkeeping such as eval_every, strategy or --xla may change between a run and its resumption.)
-SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "batch_size", "learning_rate",
-                     "lr_boundaries", "lr_decay_factor", "lr_decay_every", "warmup_steps",
-                     "momentum", "weight_decay", "seed")
+SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "crop_padding", "batch_size",
+                     "learning_rate", "lr_boundaries", "lr_decay_factor", "lr_decay_every",
+                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "seed")
 
 # Config fields that do not distinguish one configuration from another in the report.
 _NOT_A_FACTOR = ("seed", "model_dir", "data_dir", "eval_only", "eval_every", "eval_steps",
@@ -76,28 +78,42 @@ def parse_blocks(text, num_stages):
     return tuple(parts)
 
 
-def run_name(cfg):
-    """ROOT-relative directory of a run: <dataset>/<configuration>/seed-<k>."""
+def run_name(cfg, named=()):
+    """ROOT-relative directory of a run: <dataset>/<configuration>/seed-<k>; `named` lists the
+    optional factors ('relu_leakiness', 'learning_rate') the study varies, named in it too."""
     m = cfg.model
+    extra = "".join(f"_{tag}-{value}" for tag, key, value in (
+        ("leak", "relu_leakiness", m.relu_leakiness), ("lr", "learning_rate", cfg.learning_rate))
+        if key in named)
     return os.path.join(cfg.dataset, f"norm-{m.norm}_init-{m.init}_head-{m.head}_"
-                        f"blocks-{blocks_text(m.blocks_per_stage)}", f"seed-{cfg.seed}")
+                        f"blocks-{blocks_text(m.blocks_per_stage)}{extra}", f"seed-{cfg.seed}")
 
 
-def make_grid(base, root, norms, inits, heads, blocks, seeds):
+def make_grid(base, root, norms, inits, heads, blocks, seeds, leakiness=None, learning_rates=None):
     """The study's TrainConfigs, one per point of the product of the factor values.
 
-    `base` is the TrainConfig of the base flags; `inits` may hold 'auto'; `blocks` holds tuples.
-    Points that resolve to the same configuration (e.g. init auto and identity) appear once.
-    Runs are ordered seed by seed, so the first seed of every configuration comes first.
+    `base` is the TrainConfig of the base flags; `inits` may hold 'auto'; `blocks` holds tuples;
+    `leakiness` and `learning_rates` (None: the base's) are varied only when given. Points that
+    resolve to the same configuration (e.g. init auto and identity) or cannot exist (Fixup or
+    SkipInit with BN) appear once or not at all. Runs are ordered seed by seed, so the first seed
+    of every configuration comes first.
     """
     from resnet_nobn.model import resolve_init  # here: the report must not import TensorFlow
+    named = [k for k, v in (("relu_leakiness", leakiness), ("learning_rate", learning_rates)) if v]
+    leakiness = leakiness or [base.model.relu_leakiness]
+    learning_rates = learning_rates or [base.learning_rate]
     configs, seen = [], set()
     # seed-major: a study stopped half-way has every configuration with its first seeds
-    for seed, norm, init, head, bps in itertools.product(seeds, norms, inits, heads, blocks):
+    for seed, norm, init, head, bps, leak, lr in itertools.product(
+            seeds, norms, inits, heads, blocks, leakiness, learning_rates):
+        if norm == "batch" and init in ("fixup", "skipinit"):
+            continue
         model = dataclasses.replace(base.model, norm=norm, init=resolve_init(init, norm),
-                                    head=head, blocks_per_stage=tuple(bps))
-        cfg = dataclasses.replace(base, model=model, seed=int(seed), model_dir="")
-        cfg = dataclasses.replace(cfg, model_dir=os.path.join(root, run_name(cfg)))
+                                    head=head, blocks_per_stage=tuple(bps),
+                                    relu_leakiness=float(leak))
+        cfg = dataclasses.replace(base, model=model, seed=int(seed), model_dir="",
+                                  learning_rate=float(lr))
+        cfg = dataclasses.replace(cfg, model_dir=os.path.join(root, run_name(cfg, named)))
         if cfg.model_dir not in seen:
             seen.add(cfg.model_dir)
             configs.append(cfg)
@@ -109,6 +125,7 @@ def factor_args(cfg):
     m = cfg.model
     return [f"--norm={m.norm}", f"--init={m.init}", f"--head={m.head}",
             f"--blocks_per_stage={','.join(str(b) for b in m.blocks_per_stage)}",
+            f"--relu_leakiness={m.relu_leakiness}", f"--learning_rate={cfg.learning_rate}",
             f"--seed={cfg.seed}", f"--model_dir={cfg.model_dir}"]
 
 
@@ -119,14 +136,6 @@ def command(cfg, entry, base_args, python=None):
 
 # --------------------------------------------------------------------------------------------
 # Run state
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def check_compatible(cfg):
@@ -158,11 +167,7 @@ def run_state(cfg):
 
 def _write_status(cfg, **status):
     os.makedirs(cfg.model_dir, exist_ok=True)
-    path = os.path.join(cfg.model_dir, "study_status.json")
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(status, f, indent=2)
-    os.replace(tmp, path)
+    atomic_write_json(os.path.join(cfg.model_dir, "study_status.json"), status)
 
 
 def _tail(path, n=3):
@@ -184,6 +189,7 @@ def hparams_of(cfg):
     m = cfg.model
     return {"dataset": cfg.dataset, "norm": m.norm, "init": m.init, "head": m.head,
             "blocks_per_stage": blocks_text(m.blocks_per_stage),
+            "relu_leakiness": float(m.relu_leakiness), "clip_norm": float(cfg.clip_norm),
             "residual_blocks": int(sum(m.blocks_per_stage)),
             "widths": ",".join(str(w) for w in m.widths), "seed": int(cfg.seed),
             "learning_rate": float(cfg.learning_rate), "warmup_steps": int(cfg.warmup_steps),
@@ -290,7 +296,10 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, log=p
             log(f"{tag}: finished in {time.time() - t0:.0f} s, step {results.get('global_step')}, "
                 f"top-1 error {_pct(results.get('top1_error'))}")
         else:
-            log(f"{tag}: {state} (exit {rc}): {' | '.join(_tail(log_path, 1))}")
+            diverged = read_json(os.path.join(cfg.model_dir, "diverged.json"))
+            why = (f"diverged at step {diverged.get('step')}; retry with: {diverged.get('retry_with')}"
+                   if diverged else " | ".join(_tail(log_path, 1)))
+            log(f"{tag}: {state} (exit {rc}): {why}")
         states[cfg.model_dir] = "failed" if state == "timeout" else state
     return states
 
@@ -325,6 +334,9 @@ def load_runs(root):
             if run["status"] in ("finished", "running"):  # stale status file
                 run["status"] = "partial"
         run["last_lines"] = status.get("last_lines", [])
+        run["diverged"] = read_json(os.path.join(dirpath, "diverged.json"))
+        if results is None and os.path.exists(os.path.join(dirpath, "results.json")):
+            run["status"] = "unreadable results.json"
         runs.append(run)
     return runs
 
@@ -389,10 +401,12 @@ def summarize(runs):
             dataset=c["dataset"], synthetic=bool(c.get("use_synthetic_data")), label=label,
             sort=(c["dataset"], m["norm"] != "none", m["init"] != "identity", m["head"] != "random",
                   sum(m["blocks_per_stage"]), extra),
-            seeds=[r["config"].get("seed") for r in members], steps=steps,
+            seeds=[r["config"].get("seed") for r in done],
+            all_seeds=[r["config"].get("seed") for r in members], steps=steps,
             train_steps=c.get("train_steps"), top1=top1, top5=top5, loss=loss,
             wall=[r.get("wall_time_s") or 0.0 for r in members],
             statuses=[r["status"] for r in members], paper=paper_row(c),
+            diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
             curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])]
                     for r in members]))
     rows.sort(key=lambda r: r["sort"])
@@ -443,7 +457,10 @@ def markdown_table(rows):
         if bad:
             steps += f" of {r['train_steps']} ({', '.join(sorted(set(bad)))}: {len(bad)} of {len(r['statuses'])})"
             notes.add("unfinished")
-        seeds = ",".join(str(s) for s in r["seeds"])
+        seeds = ",".join(str(s) for s in r["seeds"]) or "none"
+        if len(r["seeds"]) < len(r["all_seeds"]):
+            seeds += f" (of {','.join(str(s) for s in r['all_seeds'])})"
+            notes.add("seeds")
         paper = f"{r['paper'][1]:.2f} ({r['paper'][0]})" if r["paper"] else ""
         if r["paper"] and r["paper"][0].endswith("†"):
             notes.add("resnet")
@@ -459,6 +476,13 @@ def markdown_table(rows):
     if "unfinished" in notes:
         lines.append("Rows marked failed/partial/timeout include runs that did not reach "
                      "train_steps; their errors are from their last evaluation, if any.")
+    if "seeds" in notes:
+        lines.append("seeds: the statistics are over the seeds listed, those with a result; "
+                     "the runs in parentheses include some without one.")
+    for r in rows:
+        for seed, d in r["diverged"]:
+            lines.append(f"Diverged: {r['dataset']} {r['label']} seed {seed} at step "
+                         f"{d.get('step')}; retry with: {d.get('retry_with')}")
     if any(r["synthetic"] for r in rows):
         lines.append("(synthetic): --use_synthetic_data, one fixed random batch with random labels, "
                      "trained and evaluated on: memorisation, not test error.")

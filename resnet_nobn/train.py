@@ -11,11 +11,9 @@ architecture is refused), `ckpt/` (tf.train.CheckpointManager; a re-run resumes 
 `train/` and `eval/` TensorBoard summaries, and `results.json`, rewritten after every evaluation.
 """
 import dataclasses
-import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import time
 
@@ -23,10 +21,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn import cluster, data, model as model_lib
-from resnet_nobn.config import TrainConfig, UserError, config_diffs, learning_rate
+from resnet_nobn import cluster, data, model as model_lib, rundir
+from resnet_nobn.blocks import ResidualBlock
+from resnet_nobn.config import TrainConfig, UserError, config_diffs, learning_rate, retry_advice
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
+KEEP_CHECKPOINTS = 5  # enough to go back past a blow-up (resnet_nobn/rundir.py)
 
 
 class TrainingDiverged(UserError):
@@ -64,36 +64,15 @@ def is_chief(strategy):
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
-def _atomic_write_json(path, obj):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, default=str)
-    os.replace(tmp, path)
-
-
-def git_commit():
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                             text=True, timeout=10)
-        commit = out.stdout.strip() if out.returncode == 0 else None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return (commit + ("-dirty" if dirty else "")) if commit else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def check_model_dir(cfg: TrainConfig):
     """Refuses a model_dir whose checkpoint is of another architecture or dataset."""
     path = os.path.join(cfg.model_dir, "config.json")
     if not os.path.exists(path):
         return
-    try:
-        with open(path) as f:
-            old = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path} is unreadable ({e}); move it away or use a new --model_dir") from None
+    old = rundir.read_json(path)
+    if old is None:
+        raise UserError(f"{path} is unreadable or not a JSON object; move it away or use a new "
+                        "--model_dir")
     diffs = config_diffs(old, cfg.to_json(), fields=("dataset",))
     if diffs:
         raise UserError(f"--model_dir={cfg.model_dir} holds a run of a different architecture "
@@ -102,6 +81,20 @@ def check_model_dir(cfg: TrainConfig):
 
 # --------------------------------------------------------------------------------------------
 # The trainer
+
+
+def clip_global_norm(grads, clip_norm):
+    """Clips this replica's part of the gradient so the *summed* gradient has norm <= clip_norm.
+
+    Keras clips (`global_clipnorm`) before it all-reduces, i.e. per replica, which differs from one
+    device; so the sum is formed here (one extra all-reduce with several replicas), clipped, and
+    divided by the number of replicas, which Keras' own all-reduce then sums back.
+    """
+    ctx = tf.distribute.get_replica_context()
+    replicas = ctx.num_replicas_in_sync if ctx is not None else 1
+    total = ctx.all_reduce("SUM", grads) if replicas > 1 else grads
+    clipped, _ = tf.clip_by_global_norm(total, clip_norm)
+    return [g / replicas for g in clipped] if replicas > 1 else clipped
 
 
 class LearningRate(keras.optimizers.schedules.LearningRateSchedule):
@@ -154,8 +147,10 @@ class Trainer:
         ckpt_dir = os.path.join(cfg.model_dir, "ckpt")
         if not self.chief:
             ckpt_dir = os.path.join(cfg.model_dir, ".scratch", f"worker{self._task_id()}")
-        self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=3)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=KEEP_CHECKPOINTS)
         self._train_step = self._eval_step = None
+        self._probe = self._unrecorded = None
+        self._rollbacks, self._previous_rollbacks = [], []  # divergences this run resumed from (resnet_nobn/rundir.py)
         # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
         self.preemption = cluster.preemption_handler(
             self.strategy, self.save, self._remove_scratch,
@@ -184,30 +179,75 @@ class Trainer:
     # -- checkpoints ---------------------------------------------------------------------------
 
     def restore(self):
-        """Restores the latest checkpoint of model_dir, if any; returns its path or None."""
-        path = tf.train.latest_checkpoint(os.path.join(self.cfg.model_dir, "ckpt"))
-        if path is None:
+        """Restores the checkpoint a re-run resumes from (resnet_nobn/rundir.py); returns its
+        path, or None when ckpt/ holds no checkpoint file at all."""
+        cfg = self.cfg
+        ckpt_dir = os.path.join(cfg.model_dir, "ckpt")
+        order, diverged = rundir.resume_order(ckpt_dir, cfg.model_dir, cfg.model.num_classes)
+        if not order:
             return None
-        try:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
-        except Exception as e:  # noqa: BLE001 -- any failure here means an unusable checkpoint
-            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-            raise UserError(f"cannot restore {path}: corrupt, or from a different architecture "
-                            f"({first}); use a new --model_dir") from None
+        skipped = []
+        for step, why in order:
+            path = os.path.join(ckpt_dir, f"ckpt-{step}")
+            if why is None:
+                try:
+                    self.checkpoint.restore(path).assert_existing_objects_matched()
+                    break
+                except Exception as e:  # noqa: BLE001 -- any failure means an unusable checkpoint
+                    why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+            skipped.append(f"ckpt-{step} ({why})")
+        else:
+            raise UserError(f"no checkpoint in {ckpt_dir} can be restored: corrupt, or from a "
+                            f"different architecture ({'; '.join(skipped)}); move {ckpt_dir} away "
+                            "or use a new --model_dir")
+        if skipped:
+            _log(f"skipped {', '.join(skipped)}", self.chief)
+        if self.chief and not cfg.eval_only:
+            if diverged is not None:
+                gone = rundir.delete_after(ckpt_dir, step)
+                self._rollbacks.append(dict(diverged_at=diverged.get("step"), resumed_from=step,
+                                            retry_with=diverged.get("retry_with")))
+                _log(f"the run diverged at step {diverged.get('step')}: resuming from ckpt-{step}, "
+                     f"taken before the blow-up" + (f" (deleted ckpt-{gone} after it)" if gone else ""),
+                     self.chief)
+                os.remove(os.path.join(cfg.model_dir, rundir.DIVERGED))
+            # The manager tracks the restorable checkpoints up to this one, whatever its state file said.
+            rundir.write_checkpoint_state(
+                ckpt_dir, [s for s, why in reversed(order) if s <= step and why is None])
+            self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir,
+                                                      max_to_keep=KEEP_CHECKPOINTS)
         return path
 
     def save(self):
+        """Saves a checkpoint of the current step; refuses non-finite weights (the run has
+        diverged). The loss of the next step, computed with these weights, is recorded with it
+        (`_record_loss`)."""
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
                                 for v in self.model.trainable_variables])
         if not bool(finite):
-            raise TrainingDiverged(self._diverged_message("the weights"))
+            raise self._diverged("the weights")
         self.manager.save(checkpoint_number=self.step)
+        self._unrecorded = self.step
 
-    def _diverged_message(self, what):
-        last = tf.train.latest_checkpoint(os.path.join(self.cfg.model_dir, "ckpt"))
-        kept = f"the last good checkpoint {last} is kept" if last else "no checkpoint was written"
-        return (f"{what} became NaN/inf at step {self.step}; {kept}; lower --learning_rate "
-                f"(now {self.cfg.learning_rate}) or add --warmup_steps")
+    def _record_loss(self, loss):
+        """After a step: the loss it computed belongs to the checkpoint taken just before it."""
+        if self._unrecorded is not None and self.chief:
+            rundir.record_loss(self.manager.directory, self._unrecorded, loss)
+        self._unrecorded = None
+
+    def _diverged(self, what):
+        """The TrainingDiverged error of this step; records it in model_dir for the re-run."""
+        cfg = self.cfg
+        advice = retry_advice(cfg)
+        last = tf.train.latest_checkpoint(os.path.join(cfg.model_dir, "ckpt"))
+        kept = (f"re-running resumes from a checkpoint taken before the blow-up (latest: "
+                f"{os.path.basename(last)})" if last else "no checkpoint was written")
+        if self.chief and os.path.isdir(cfg.model_dir):
+            rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.DIVERGED), dict(
+                step=self.step, what=what, learning_rate=cfg.learning_rate,
+                retry_with=advice, time=time.strftime("%Y-%m-%d %H:%M:%S")))
+        return TrainingDiverged(f"{what} became NaN/inf at step {self.step}; {kept}\n"
+                                f"retry with: {advice}")
 
     # -- compiled steps ------------------------------------------------------------------------
 
@@ -234,6 +274,8 @@ class Trainer:
 
         def step_fn(images, labels):
             grads, cross_entropy, loss, top1, top5 = gradients(images, labels)
+            if cfg.clip_norm > 0:
+                grads = clip_global_norm(grads, cfg.clip_norm * getattr(optimizer, "dynamic_scale", 1.0))
             optimizer.apply_gradients(zip(grads, variables))
             return cross_entropy, loss, top1, top5
 
@@ -290,9 +332,38 @@ class Trainer:
     # -- summaries and results -----------------------------------------------------------------
 
     def stage_norms(self):
-        return {name: float(tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(k, tf.float32)))
-                                              for k in ks])))
+        return {name: float(_norm(ks)) for name, ks in self.stages.items()}
+
+    def update_ratios(self):
+        """{stage: ||last update|| / ||weights||} of its conv kernels. With momentum the last SGD
+        update is exactly the velocity (`w += v`), so no copy of the weights is needed."""
+        inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        velocities = getattr(inner, "momentums", None) or []
+        if len(velocities) != len(self.model.trainable_variables):
+            return {}
+        velocity = {v.path: m for v, m in zip(self.model.trainable_variables, velocities)}
+        return {name: float(_norm([velocity[k.path] for k in ks]) / _norm(ks))
                 for name, ks in self.stages.items()}
+
+    def branch_norms(self):
+        """{block: ||branch(h)|| / ||shortcut(h)||} on a fixed batch of test images: how far each
+        block is from the identity, the network's counterpart of ||A_j|| in Section 2."""
+        if self._probe is None:
+            blocks = [l for l in self.model.layers if isinstance(l, ResidualBlock)]
+            inputs = keras.Model(self.model.inputs, [b.input for b in blocks])
+            images = next(iter(self.input.eval_dataset(tf.distribute.InputContext(), 32)))[0]
+
+            @tf.function
+            def probe():
+                out = []
+                for b, h in zip(blocks, inputs(images)):
+                    skip = h if b.shortcut is None else b.shortcut(h)
+                    out.append(tf.norm(tf.cast(b.branch(h), tf.float32))
+                               / tf.norm(tf.cast(skip, tf.float32)))
+                return out
+            self._probe = (blocks, probe)
+        blocks, probe = self._probe
+        return {b.name: float(r) for b, r in zip(blocks, probe())}
 
     def write_results(self, history, wall_time, images_per_sec):
         cfg = self.cfg
@@ -310,21 +381,43 @@ class Trainer:
             "seed": cfg.seed,
             "tf_version": tf.__version__,
             "keras_version": keras.__version__,
-            "git_commit": git_commit(),
+            "git_commit": rundir.git_commit(),
             "history": history,
+            "rollbacks": self._previous_rollbacks + self._rollbacks,
             "config": cfg.to_json(),
         }
-        _atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
+        rundir.atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
         return results
 
     def _previous_results(self):
+        """(history, wall time) of results.json; an unreadable one is set aside and said so."""
         path = os.path.join(self.cfg.model_dir, "results.json")
-        try:
-            with open(path) as f:
-                old = json.load(f)
-            return old.get("history", []), float(old.get("wall_time_s") or 0.0)
-        except (OSError, ValueError):
-            return [], 0.0
+        old = rundir.read_json(path)
+        if old is None and os.path.exists(path) and self.chief:
+            aside = f"{path}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}"
+            os.replace(path, aside)
+            _log(f"warning: {path} is unreadable; moved to {aside}, the history starts anew")
+        old = old or {}
+        self._previous_rollbacks = list(old.get("rollbacks") or [])
+        history = [h for h in old.get("history") or [] if isinstance(h, dict) and "step" in h]
+        return history, float(old.get("wall_time_s") or 0.0)
+
+    def _eval_due(self, step, history):
+        due = step % self.cfg.eval_every == 0 or step == self.cfg.train_steps
+        return due and not any(h["step"] == step for h in history)
+
+    def _evaluate_and_record(self, history, writers, wall_time, images_per_sec):
+        """Evaluates at the current step, appends to `history`, writes summaries and results."""
+        step, ev = self.step, self.evaluate()
+        history.append(dict(step=step, **ev))
+        _log(f"eval  step {step}  top1_error {ev['top1_error']:.4f}  "
+             f"top5_error {ev['top5_error']:.4f}  ({ev['eval_examples']} images)", self.chief)
+        if writers:
+            with writers["eval"].as_default(step=step):
+                for k in ("top1_error", "top5_error", "eval_loss"):
+                    tf.summary.scalar(k, ev[k])
+            writers["eval"].flush()
+        return self.write_results(history, wall_time, images_per_sec) if self.chief else None
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -345,9 +438,11 @@ class Trainer:
 
         if self.chief:
             os.makedirs(cfg.model_dir, exist_ok=True)
-            _atomic_write_json(os.path.join(cfg.model_dir, "config.json"), cfg.to_json())
+            rundir.atomic_write_json(os.path.join(cfg.model_dir, "config.json"), cfg.to_json())
         if restored:
             _log(f"resumed from {restored} at step {self.step}", self.chief)
+        else:
+            self.save()  # step 0: a run that diverges early restarts from its initialisation
         history, wall_before = self._previous_results() if restored else ([], 0.0)
         history = [h for h in history if h["step"] <= self.step]
 
@@ -355,6 +450,9 @@ class Trainer:
         if self.chief:
             writers = {k: tf.summary.create_file_writer(os.path.join(cfg.model_dir, k))
                        for k in ("train", "eval")}
+        results = None
+        if self.step > 0 and self._eval_due(self.step, history):  # interrupted before evaluating
+            results = self._evaluate_and_record(history, writers, wall_before, None)
         if self._train_step is None:
             self._train_step = self._build_train_step()
         start_step = self.step
@@ -366,13 +464,13 @@ class Trainer:
         t_log, step_log = t_start, start_step
         window = np.zeros(4)
         images_per_sec = None
-        results = None
         while self.step < cfg.train_steps:
             cross_entropy, loss, top1, top5 = (float(t) for t in self._train_step(iterator))
             if self.preemption:
                 self.preemption.save_checkpoint_if_preempted()
+            self._record_loss(loss)
             if not math.isfinite(loss):
-                raise TrainingDiverged(self._diverged_message("the loss"))
+                raise self._diverged("the loss")
             window += (cross_entropy, loss, top1, top5)
             step = self.step
             if step % cfg.log_every == 0 or step == cfg.train_steps:
@@ -394,22 +492,16 @@ class Trainer:
                         tf.summary.scalar("images_per_sec", images_per_sec)
                         for name, norm in self.stage_norms().items():
                             tf.summary.scalar(f"weight_norm/{name}", norm)
+                        for name, ratio in self.update_ratios().items():
+                            tf.summary.scalar(f"update_ratio/{name}", ratio)
+                        for name, ratio in self.branch_norms().items():
+                            tf.summary.scalar(f"branch_norm/{name}", ratio)
                 t_log, step_log, window = now, step, np.zeros(4)
             if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
                 self.save()
-            if step % cfg.eval_every == 0 or step == cfg.train_steps:
-                ev = self.evaluate()
-                history.append(dict(step=step, **ev))
-                _log(f"eval  step {step}  top1_error {ev['top1_error']:.4f}  "
-                     f"top5_error {ev['top5_error']:.4f}  ({ev['eval_examples']} images)", self.chief)
-                if writers:
-                    with writers["eval"].as_default(step=step):
-                        for k in ("top1_error", "top5_error", "eval_loss"):
-                            tf.summary.scalar(k, ev[k])
-                    writers["eval"].flush()
-                if self.chief:
-                    results = self.write_results(history, wall_before + time.time() - t_start,
-                                                 images_per_sec)
+            if self._eval_due(step, history):
+                results = self._evaluate_and_record(history, writers,
+                                                    wall_before + time.time() - t_start, images_per_sec)
         del iterator
         if writers:
             for w in writers.values():
@@ -418,6 +510,10 @@ class Trainer:
         if results is None and self.chief:  # nothing left to train: report the latest state
             results = self.write_results(history, wall_before, images_per_sec)
         return results
+
+
+def _norm(tensors):
+    return tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(t, tf.float32))) for t in tensors]))
 
 
 def _hms(seconds):

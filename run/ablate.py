@@ -49,13 +49,18 @@ from resnet_nobn.config import UserError  # noqa: E402
 flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
                     "experiment summary, and the report.")
 flags.DEFINE_list("vary_norm", [], "Values of --norm to run (none, batch); default: the base --norm.")
-flags.DEFINE_list("vary_init", [], "Values of --init to run (auto, identity, standard, he); "
-                  "default: the base --init (auto: identity without BN, he with BN).")
+flags.DEFINE_list("vary_init", [], "Values of --init to run (auto, identity, standard, he, "
+                  "fixup, skipinit); default: the base --init (auto: identity without BN, he with "
+                  "BN). fixup and skipinit are run without BN only.")
 flags.DEFINE_list("vary_head", [], "Values of --head to run (random, trained); default: the base "
                   "--head.")
 flags.DEFINE_list("vary_blocks", [], "Values of --blocks_per_stage to run: a number for every "
                   "stage, or per-stage numbers joined by '-' (e.g. 1,3,5 or 3-4-6-3); default: "
                   "the base --blocks_per_stage.")
+flags.DEFINE_list("vary_relu_leakiness", [], "Values of --relu_leakiness to run, e.g. 0.1,0 "
+                  "(the fork's leaky ReLU and a plain ReLU); default: the base --relu_leakiness.")
+flags.DEFINE_list("vary_learning_rate", [], "Values of --learning_rate to run, e.g. "
+                  "0.05,0.02,0.01; default: the base --learning_rate.")
 flags.DEFINE_list("seeds", [], "Seeds to run, e.g. 0,1,2; default: the base --seed.")
 flags.DEFINE_float("run_timeout", 0, "Kill a run after this many seconds (0: no limit); it is "
                    "marked 'timeout' and resumes on the next invocation with --retry_failed.",
@@ -67,7 +72,8 @@ flags.DEFINE_bool("print_commands", False, "Print one command per unfinished run
 flags.mark_flag_as_required("root")
 FLAGS = flags.FLAGS
 
-_FACTOR_FLAGS = ("norm", "init", "head", "blocks_per_stage", "seed", "model_dir")
+_FACTOR_FLAGS = ("norm", "init", "head", "blocks_per_stage", "relu_leakiness", "learning_rate",
+                 "seed", "model_dir")
 
 
 def _choices(values, allowed, flag):
@@ -91,9 +97,15 @@ def build_study():
         blocks = ([study.parse_blocks(b, stages) for b in FLAGS.vary_blocks]
                   or [base.model.blocks_per_stage])
         seeds = [int(s) for s in FLAGS.seeds] or [base.seed]
+        leakiness = [float(v) for v in FLAGS.vary_relu_leakiness]
+        rates = [float(v) for v in FLAGS.vary_learning_rate]
     except ValueError as e:
-        raise UserError(f"--vary_blocks/--seeds: {e}") from None
-    configs = study.make_grid(base, os.path.abspath(FLAGS.root), norms, inits, heads, blocks, seeds)
+        raise UserError(f"--vary_blocks/--seeds/--vary_relu_leakiness/--vary_learning_rate: {e}") from None
+    if any(not 0 <= v < 1 for v in leakiness) or any(not 0 < v < float("inf") for v in rates):
+        raise UserError("--vary_relu_leakiness takes values in [0, 1), --vary_learning_rate "
+                        "positive finite ones")
+    configs = study.make_grid(base, os.path.abspath(FLAGS.root), norms, inits, heads, blocks, seeds,
+                              leakiness=leakiness, learning_rates=rates)
     base_args = [FLAGS[name].serialize() for name in TRAIN_FLAGS
                  if FLAGS[name].present and name not in _FACTOR_FLAGS]
     return configs, base_args

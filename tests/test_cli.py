@@ -1,6 +1,7 @@
 """run/cifar_train.py from the command line: bad input gets one clear line and a non-zero exit."""
 import glob
 import json
+import math
 import os
 
 import pytest
@@ -78,19 +79,43 @@ def test_model_dir_of_another_architecture_is_refused(tmp_path):
     assert (tmp_path / "results.json").read_text() == results
 
 
-def test_corrupt_checkpoint_is_reported(tmp_path):
-    assert run_cli("cifar_train.py", *TINY, "--train_steps=2", f"--model_dir={tmp_path}").returncode == 0
-    (data,) = glob.glob(str(tmp_path / "ckpt" / "*.data-*"))
-    with open(data, "r+b") as f:
+def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(tmp_path):
+    assert run_cli("cifar_train.py", *TINY, "--train_steps=4", "--checkpoint_every=2",
+                   f"--model_dir={tmp_path}").returncode == 0
+    # the newest checkpoint damaged: the run resumes from the newest one that restores, says so,
+    # and never starts again at step 0
+    with open(glob.glob(str(tmp_path / "ckpt" / "ckpt-4.data-*"))[0], "r+b") as f:
         f.truncate(100)
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
-    _assert_one_line_error(proc, "cannot restore", "corrupt")
+    (tmp_path / "ckpt" / "checkpoint").write_text("garbage {{{")
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", "--checkpoint_every=2",
+                   f"--model_dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped ckpt-4" in proc.stdout and "resumed from" in proc.stdout and "ckpt-2" in proc.stdout
+    assert [h["step"] for h in json.loads((tmp_path / "results.json").read_text())["history"]] == [4, 6]
+    # every checkpoint damaged: one line, exit 2, nothing overwritten
+    for data in glob.glob(str(tmp_path / "ckpt" / "*.data-*")):
+        with open(data, "r+b") as f:
+            f.truncate(100)
+    before = sorted(os.listdir(tmp_path / "ckpt"))
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=8", f"--model_dir={tmp_path}")
+    _assert_one_line_error(proc, "can be restored", "corrupt")
     assert proc.returncode == 2
+    assert sorted(os.listdir(tmp_path / "ckpt")) == before
 
 
-def test_diverging_run_stops_with_a_clear_message(tmp_path):
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=30", "--learning_rate=1e9",
-                   "--checkpoint_every=1", f"--model_dir={tmp_path}")
-    _assert_one_line_error(proc, "NaN", "lower --learning_rate")
+def test_diverged_run_ends_with_retry_advice_that_trains_when_appended(tmp_path):
+    command = [*TINY, "--train_steps=12", "--learning_rate=1e9", "--checkpoint_every=1",
+               f"--model_dir={tmp_path}"]
+    proc = run_cli("cifar_train.py", *command)
+    _assert_one_line_error(proc, "NaN")
     assert proc.returncode == 2
-    assert not (tmp_path / "results.json").exists()
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("retry with: --"), proc.stderr
+    advice = last[len("retry with: "):].split()
+    assert all(t.startswith("--") and "=" in t for t in advice) and "--learning_rate=0.01" in advice
+    proc = run_cli("cifar_train.py", *command, *advice)
+    assert proc.returncode == 0, proc.stderr
+    assert "taken before the blow-up" in proc.stdout and "step 12/12" in proc.stdout
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["global_step"] == 12 and results["rollbacks"][0]["resumed_from"] == 0
+    assert all(math.isfinite(h["eval_loss"]) for h in results["history"])

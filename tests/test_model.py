@@ -42,8 +42,8 @@ def test_table1_shapes_strides_and_output(paper_model):
 
 
 def test_residual_init_is_one_over_k2c(paper_model):
-    assert residual_init_stddev(3, 64, "identity") == pytest.approx(1 / (9 * 64))
-    assert residual_init_stddev(3, 64, "standard") == pytest.approx(1 / (3 * 8))
+    assert residual_init_stddev(3, 64, "identity") == pytest.approx((1 / (9 * 64),) * 2)
+    assert residual_init_stddev(3, 64, "standard") == pytest.approx((1 / (3 * 8),) * 2)
     for name, c in (("stage1_block2_conv1", 64), ("stage3_block5_conv2", 256)):
         kernel = paper_model.get_layer(name.rsplit("_", 1)[0]).first if name.endswith("conv1") \
             else paper_model.get_layer(name.rsplit("_", 1)[0]).second
@@ -66,9 +66,53 @@ def test_zero_weight_block_is_exactly_the_identity():
     # the shape-changing block's shortcut: 2x2 average pool, then zero channels on both sides
     pooled = tf.nn.avg_pool2d(stem, 2, 2, "VALID")
     padded = tf.pad(pooled, [[0, 0], [0, 0], [0, 0], [4, 4]])
-    features = tf.reduce_mean(padded, axis=[1, 2])
+    # then the fork's final activation (leaky ReLU, slope 0.1) and the pool
+    features = tf.reduce_mean(tf.where(padded < 0, 0.1 * padded, padded), axis=[1, 2])
     expected = features @ model.get_layer("head").projection
     np.testing.assert_allclose(model(images).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("leakiness", [0.0, 0.1])
+def test_leakiness_is_the_slope_of_every_activation_and_adds_no_parameter(leakiness):
+    cfg = ModelConfig(widths=(8, 16), blocks_per_stage=(2, 2), strides=(1, 2), stem_width=8,
+                      relu_leakiness=leakiness)
+    model = build_model(cfg)
+    assert count_params(model.trainable_variables) == count_params(
+        build_model(ModelConfig(**{**cfg.__dict__, "relu_leakiness": 0.3})).trainable_variables)
+    block = model.get_layer("stage1_block2")
+    h = tf.random.normal((2, 32, 32, 8), seed=4)
+    a = block.first(h).numpy()
+    act = np.where(a < 0, leakiness * a, a)
+    np.testing.assert_allclose(block(h).numpy(), h.numpy() + block.second(act).numpy(),
+                               rtol=1e-4, atol=1e-5)
+    # the activation after the last block, before the pool, has the same slope
+    last = model.get_layer("stage2_block2").output
+    probe = tf.keras.Model(model.inputs, [last, model.get_layer("pool").output])
+    x, pooled = probe(tf.random.normal((2, 32, 32, 3), seed=5))
+    x = x.numpy()
+    np.testing.assert_allclose(pooled.numpy(), np.where(x < 0, leakiness * x, x).mean(axis=(1, 2)),
+                               rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("init", ["fixup", "skipinit"])
+def test_fixup_and_skipinit_start_as_the_identity(init):
+    cfg = ModelConfig(widths=(8, 8), blocks_per_stage=(2, 2), strides=(1, 1), stem_width=8, init=init)
+    model = build_model(cfg)
+    h = tf.random.normal((2, 16, 16, 8), seed=6)
+    for name in ("stage1_block1", "stage2_block2"):
+        np.testing.assert_array_equal(model.get_layer(name)(h).numpy(), h.numpy())
+    scalars = [v for v in model.trainable_variables if len(v.shape) == 0]
+    per_block = 5 if init == "fixup" else 1  # multiplier + 4 biases, or alpha
+    assert len(scalars) == 4 * per_block
+    first = model.get_layer("stage1_block1").first.kernel.numpy()
+    second = model.get_layer("stage1_block1").second.kernel.numpy()
+    he = math.sqrt(2 / (9 * 8))
+    if init == "fixup":  # C1: He times L^(-1/2), L = 4 blocks; C2 = 0
+        assert np.std(first) == pytest.approx(he / 2, rel=0.1) and not second.any()
+    else:  # He init, alpha = 0
+        assert np.std(first) == pytest.approx(he, rel=0.1) and np.std(second) > 0
+    with pytest.raises(ValueError, match="normalization-free"):
+        ModelConfig(norm="batch", init=init)
 
 
 def test_dense_block_is_the_same_layer_type():

@@ -108,6 +108,7 @@ def _fake_run(root, name, seed, top1, steps=100, **model):
     json.dump(dict(dataset="cifar10", global_step=steps, top1_error=history[-1]["top1_error"],
                    top5_error=top1 / 4, wall_time_s=3600.0 + seed, seed=seed, history=history,
                    config=config), open(os.path.join(d, "results.json"), "w"))
+    json.dump(config, open(os.path.join(d, "config.json"), "w"))
 
 
 def test_report_groups_seeds_and_sets_the_paper_row_beside_the_papers_configuration(tmp_path):
@@ -153,3 +154,34 @@ def test_hparams_domain_covers_earlier_studies_in_the_same_root(tmp_path):
                            for h in data.experiment.hparam_infos}
     assert domains["norm"] == ["batch", "none"]
     assert domains["init"] == ["he", "identity", "standard"]
+
+
+def test_grid_varies_leakiness_and_learning_rate_and_skips_bn_with_fixup(tmp_path):
+    base = tiny_config(tmp_path)
+    configs = study.make_grid(base, "/r", norms=["none", "batch"], inits=["auto", "fixup"],
+                              heads=["random"], blocks=[(1, 1, 1)], seeds=[0],
+                              leakiness=[0.1, 0.0], learning_rates=[0.05, 0.01])
+    # (batch, fixup) cannot exist; the other three configurations x 2 slopes x 2 rates
+    assert len(configs) == 3 * 2 * 2
+    assert {(c.model.relu_leakiness, c.learning_rate) for c in configs} == {
+        (0.1, 0.05), (0.1, 0.01), (0.0, 0.05), (0.0, 0.01)}
+    dirs = {c.model_dir for c in configs}
+    assert "/r/cifar10/norm-none_init-fixup_head-random_blocks-1_leak-0.0_lr-0.01/seed-0" in dirs
+    cfg = next(c for c in configs if c.model.relu_leakiness == 0.0 and c.learning_rate == 0.01)
+    args = study.factor_args(cfg)
+    assert "--relu_leakiness=0.0" in args and "--learning_rate=0.01" in args
+
+
+def test_report_names_only_the_seeds_with_a_result_and_the_advice_of_a_diverged_run(tmp_path):
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.08)
+    seed1 = os.path.join(root, "ours", "seed-1")
+    with open(os.path.join(seed1, "results.json"), "w") as f:
+        f.write("")  # unreadable
+    with open(os.path.join(seed1, "diverged.json"), "w") as f:
+        json.dump({"step": 66, "retry_with": "--learning_rate=0.01"}, f)
+    text, _, _ = study.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0 (of 0,1) |" in row and "±" not in row
+    assert "seed 1 at step 66; retry with: --learning_rate=0.01" in text

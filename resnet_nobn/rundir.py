@@ -1,0 +1,140 @@
+"""The run directory `model_dir`: its JSON files, and which checkpoint a re-run resumes from.
+
+`config.json` and `results.json` are written whole, atomically (`atomic_write_json`).
+`model_dir/ckpt/` holds tf.train.CheckpointManager's `ckpt-<step>` files (step 0 included, so a
+run that diverges early can restart from its initialisation) and `losses.json`: for each
+checkpoint, the training loss of the step after it, i.e. computed with the checkpoint's weights. When a run diverges, the trainer writes
+`model_dir/diverged.json` (the step and the `retry with:` advice). A re-run then resumes from:
+
+  * the newest checkpoint that restores, skipping (and naming) any whose files are missing or
+    unreadable; if `ckpt/` holds checkpoint files but none restores, the run stops (it never
+    silently starts again at step 0);
+  * after a divergence, the newest checkpoint taken *before the blow-up*: its weights are finite
+    (the trainer only saves finite weights) and its loss is at most `ln(num_classes)` above the
+    lowest loss recorded up to it, so not already on the way up; checkpoints after it are deleted,
+    since the resumed run writes its own at those steps.
+
+This module reads and writes files only (no TensorFlow); the trainer does the restoring.
+"""
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+
+LOSSES = "losses.json"
+DIVERGED = "diverged.json"
+
+
+def atomic_write_json(path, obj):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, default=str)
+    os.replace(tmp, path)
+
+
+def read_json(path):
+    """The JSON object in `path`, or None if it is missing, unreadable or not an object."""
+    try:
+        with open(path) as f:
+            obj = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def git_commit():
+    """The project's git commit (with `-dirty` if tracked files changed), or None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=10)
+        commit = out.stdout.strip() if out.returncode == 0 else None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (commit + ("-dirty" if dirty else "")) if commit else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def steps_on_disk(ckpt_dir):
+    """Steps of every `ckpt-<step>` of which any file exists, newest first."""
+    steps = set()
+    for path in glob.glob(os.path.join(glob.escape(ckpt_dir), "ckpt-*")):
+        m = re.fullmatch(r"ckpt-(\d+)\.(index|data-\d+-of-\d+)", os.path.basename(path))
+        if m:
+            steps.add(int(m.group(1)))
+    return sorted(steps, reverse=True)
+
+
+def read_losses(ckpt_dir):
+    """{step: training loss at that checkpoint} (a missing or damaged record reads as empty)."""
+    raw = read_json(os.path.join(ckpt_dir, LOSSES)) or {}
+    out = {}
+    for k, v in raw.items():
+        try:
+            out[int(k)] = None if v is None else float(v)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def record_loss(ckpt_dir, step, loss):
+    """Records the training loss computed with the weights of the checkpoint of `step`."""
+    losses = {s: l for s, l in read_losses(ckpt_dir).items() if s < step}
+    losses[step] = loss
+    atomic_write_json(os.path.join(ckpt_dir, LOSSES), {str(s): losses[s] for s in sorted(losses)})
+
+
+def exploded(step, losses, num_classes):
+    """Why the checkpoint at `step` was taken on the way to a blow-up, or None if it was not."""
+    loss = losses.get(step)
+    if loss is None:
+        return None if step == 0 else "no loss recorded with its weights"
+    if not math.isfinite(loss):
+        return f"loss {loss}"
+    best = min((l for s, l in losses.items() if s <= step and l is not None), default=loss)
+    if loss > best + math.log(num_classes):
+        return f"loss {loss:.3g}, already {loss - best:.3g} above the lowest {best:.3g}"
+    return None
+
+
+def resume_order(ckpt_dir, model_dir, num_classes):
+    """[(step, reason to skip it or None)] newest first, and the divergence record (or None)."""
+    diverged = read_json(os.path.join(model_dir, DIVERGED))
+    losses = read_losses(ckpt_dir)
+    order = []
+    for step in steps_on_disk(ckpt_dir):
+        why = None
+        if not os.path.exists(os.path.join(ckpt_dir, f"ckpt-{step}.index")):
+            why = "its .index file is missing"
+        elif diverged is not None:
+            why = exploded(step, losses, num_classes)
+        order.append((step, why))
+    return order, diverged
+
+
+def write_checkpoint_state(ckpt_dir, steps):
+    """Rewrites tf.train.CheckpointManager's state file `checkpoint` to track `steps` (oldest
+    first; the last is the latest), whatever it said before (it may be damaged)."""
+    paths = [f"ckpt-{s}" for s in steps]
+    text = f'model_checkpoint_path: "{paths[-1]}"\n' + "".join(
+        f'all_model_checkpoint_paths: "{p}"\n' for p in paths)
+    path = os.path.join(ckpt_dir, "checkpoint")
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def delete_after(ckpt_dir, step):
+    """Deletes every checkpoint file (and loss record) of a step after `step`; returns the steps."""
+    gone = [s for s in steps_on_disk(ckpt_dir) if s > step]
+    for s in gone:
+        for path in glob.glob(os.path.join(glob.escape(ckpt_dir), f"ckpt-{s}.*")):
+            os.remove(path)
+    if gone:
+        losses = {s: l for s, l in read_losses(ckpt_dir).items() if s <= step}
+        atomic_write_json(os.path.join(ckpt_dir, LOSSES), {str(s): losses[s] for s in sorted(losses)})
+    return gone
