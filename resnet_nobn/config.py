@@ -1,16 +1,102 @@
-"""The run configuration: one frozen dataclass, made once from the flags by `run/*.py`.
+"""The run configuration: frozen dataclasses, made once from the flags by `run/*.py`, and the facts
+they are checked against (datasets, choices, the paper's recipes).
 
-The model, input pipeline and training loop read only this object, never absl FLAGS, so they
-import and test without a command line.
+The model, input pipeline and training loop read only these objects, never absl FLAGS, so they
+import and test without a command line. This module imports no TensorFlow, so the command line is
+parsed and checked before TensorFlow is loaded.
 """
 import dataclasses
 import json
-
-from resnet_nobn.model import ModelConfig
+import math
 
 
 class UserError(Exception):
     """Bad input or a failed run the user can fix: reported as one line, exit status 2."""
+
+
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    num_classes: int
+    image_size: int
+    num_train: int
+    num_eval: int
+
+
+DATASETS = {d.name: d for d in (
+    DatasetInfo("cifar10", 10, 32, 50_000, 10_000),
+    DatasetInfo("cifar100", 100, 32, 50_000, 10_000),
+    DatasetInfo("imagenet2012", num_classes=1000, image_size=224, num_train=1_281_167,
+                num_eval=50_000))}
+
+
+NORMS = ("none", "batch")
+INITS = ("identity", "standard", "he", "fixup", "skipinit")
+HEADS = ("random", "trained")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Architecture. The defaults are Table 1 for CIFAR-10."""
+    num_classes: int = 10
+    image_size: int = 32
+    widths: tuple = (64, 128, 256)
+    blocks_per_stage: tuple = (9, 9, 9)
+    strides: tuple = (1, 2, 2)
+    stem_width: int = 16
+    stem_kernel: int = 3
+    stem_stride: int = 1
+    kernel_size: int = 3
+    norm: str = "none"
+    init: str = "identity"
+    relu_leakiness: float = 0.1
+    head: str = "random"
+    head_seed: int = 0
+
+    def __post_init__(self):
+        if not (len(self.widths) == len(self.blocks_per_stage) == len(self.strides)):
+            raise ValueError(
+                f"widths {self.widths}, blocks_per_stage {self.blocks_per_stage} and strides "
+                f"{self.strides} must have one entry per stage")
+        if self.norm not in NORMS or self.init not in INITS or self.head not in HEADS:
+            raise ValueError(f"norm/init/head must be in {NORMS}/{INITS}/{HEADS}")
+        if self.norm == "batch" and self.init in ("fixup", "skipinit"):
+            raise ValueError(f"init={self.init} is a normalization-free method: use it with norm=none")
+        if not 0.0 <= self.relu_leakiness < 1.0:
+            raise ValueError(f"relu_leakiness must be in [0, 1); got {self.relu_leakiness}")
+        if min(self.widths) < 1 or min(self.blocks_per_stage) < 1:
+            raise ValueError("widths and blocks_per_stage must be positive")
+        if list((self.stem_width,) + tuple(self.widths)) != sorted((self.stem_width,) + tuple(self.widths)):
+            raise ValueError("the zero-padding shortcut needs non-decreasing widths, the first "
+                             f"at least stem_width={self.stem_width}; got {self.widths}")
+        size = math.ceil(self.image_size / self.stem_stride)  # 'same' convolutions
+        for i, stride in enumerate(self.strides):
+            if not 1 <= stride <= size:  # the shortcut's VALID average pool needs stride <= size
+                raise ValueError(f"stride {stride} of stage {i + 1} does not fit its {size}x{size} "
+                                 "feature map; lower --strides or --stem_stride")
+            size = math.ceil(size / stride)
+
+
+def resolve_init(init, norm):
+    """The `--init=auto` rule: the paper's identity init without BN, He init with BN (the baseline)."""
+    if init == "auto":
+        return "he" if norm == "batch" else "identity"
+    return init
+
+
+# The paper's ImageNet recipe (Section 4.2) as flag defaults of run/imagenet_train.py; the model is
+# the ResNet-34 variant of resnet_nobn/imagenet.py. "0.94 every two epochs" at global batch 256:
+# one epoch is 1,281,167 / 256 = 5,004.56 steps, so the rate is multiplied by 0.94 every 10,009.
+IMAGENET_MODEL = dict(widths=(84, 168, 336, 672), blocks_per_stage=(3, 4, 6, 3),
+                      strides=(2, 2, 2, 2), stem_width=84, stem_kernel=7, stem_stride=2)
+LR_DECAY_EVERY = int(2 * DATASETS["imagenet2012"].num_train / 256)   # 10,009
+IMAGENET_RECIPE = dict(dataset="imagenet2012", batch_size=256, learning_rate=0.1,
+                       lr_boundaries=(), lr_decay_factor=0.94, lr_decay_every=LR_DECAY_EVERY,
+                       train_steps=700_000, weight_decay=1e-4, eval_every=10_000,
+                       checkpoint_every=1_000, log_every=100)
 
 
 @dataclasses.dataclass(frozen=True)

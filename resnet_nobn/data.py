@@ -15,28 +15,17 @@ contiguous parts, one per worker, and each worker batches its part per replica; 
 worker gets the r-th consecutive per-replica batch. So a global batch holds the same examples on
 one device, on several GPUs, or on several machines.
 """
-import dataclasses
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn.config import TrainConfig, UserError
+from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig, UserError
 
 _AUTOTUNE = tf.data.AUTOTUNE
 
 
-@dataclasses.dataclass(frozen=True)
-class DatasetInfo:
-    name: str
-    num_classes: int
-    image_size: int
-    num_train: int
-    num_eval: int
-
-
-CIFAR = {"cifar10": DatasetInfo("cifar10", 10, 32, 50_000, 10_000),
-         "cifar100": DatasetInfo("cifar100", 100, 32, 50_000, 10_000)}
+CIFAR = {name: DATASETS[name] for name in ("cifar10", "cifar100")}
 
 
 def prepare_tfds_builder(name, data_dir):

@@ -3,14 +3,15 @@
 Every hyperparameter is one absl flag with its default, unit and a validator. `config_from_flags`
 turns the parsed flags once into the frozen `TrainConfig`; nothing else reads FLAGS.
 """
+import contextlib
 import math
+import os
+import sys
 
 from absl import flags
 
-from resnet_nobn import data
-from resnet_nobn.config import TrainConfig
-from resnet_nobn.model import HEADS, INITS, NORMS, ModelConfig, resolve_init
-from resnet_nobn.train import STRATEGIES
+from resnet_nobn.config import (DATASETS, HEADS, INITS, NORMS, STRATEGIES, ModelConfig, TrainConfig,
+                                UserError, resolve_init)
 
 
 def _ints(text):
@@ -23,6 +24,11 @@ def _parses_as_ints(text, allow_empty=False):
     except ValueError:
         return False
     return (allow_empty or len(values) > 0) and all(v > 0 for v in values)
+
+
+def as_flag_defaults(values):
+    """Config values as flag defaults: tuples become comma lists."""
+    return {k: ",".join(str(x) for x in v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
 def define_flags(datasets, **defaults):
@@ -135,7 +141,7 @@ def define_flags(datasets, **defaults):
 
 def config_from_flags(FLAGS) -> TrainConfig:
     """The parsed flags, once, as the frozen run configuration."""
-    info = data.dataset_info(FLAGS.dataset)
+    info = DATASETS[FLAGS.dataset]
     widths = _ints(FLAGS.widths)
     blocks = _ints(FLAGS.blocks_per_stage)
     model = ModelConfig(
@@ -160,21 +166,44 @@ def config_from_flags(FLAGS) -> TrainConfig:
 
 
 def main(argv):
-    """absl main of run/*.py: the parsed flags, once, as a config, then one training run."""
+    """absl main of run/*.py: the flags were parsed and validated before TensorFlow is loaded;
+    here they become a config, once, then one training run."""
     from absl import app, logging
-
-    from resnet_nobn import train
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.set_verbosity(logging.WARNING)
-    main_wrapper(lambda: train.train(config_from_flags(flags.FLAGS)))
+
+    def run():
+        try:
+            cfg = config_from_flags(flags.FLAGS)
+        except ValueError as e:  # a check of ModelConfig that no single flag's validator can make
+            raise UserError(str(e)) from None
+        with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
+            from resnet_nobn import train
+            train.probe_devices()
+        train.train(cfg)
+
+    main_wrapper(run)
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Sends file descriptor 2 to /dev/null inside the block (C++ start-up logging that
+    TF_CPP_MIN_LOG_LEVEL does not silence); an exception raised inside restores it first."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def main_wrapper(run):
-    """Runs `run()`; a UserError becomes one line on stderr and exit status 2."""
-    import sys
-
-    from resnet_nobn.config import UserError
+    """Runs `run()`; a UserError becomes one line on stderr and exit status 2, Ctrl-C exit 130."""
     try:
         run()
     except UserError as e:

@@ -16,7 +16,7 @@ a 3x3/2 max pool and stages of 3, 4, 6, 3 basic blocks of 64, 128, 256, 512 chan
 Trainable parameters (all conv kernels): 36,336,636, 1.8% above the paper's 35.7M. At ResNet-34's
 own widths the same network has 21,095,616; parameters grow with width^2, so matching 35.7M needs
 a factor sqrt(35.7 / 21.1) = 1.30; 84 = 64 * 1.3125 is the nearest multiple of 4 (80 gives 32.96M,
-88 gives 39.88M). `imagenet_model_flags` holds these as the entry point's flag defaults.
+88 gives 39.88M). `IMAGENET_MODEL` in resnet_nobn/config.py holds these.
 
 The data. tfds `imagenet2012`, prepared once from the two ILSVRC archives placed in tfds' manual
 directory (`<data_dir>/downloads/manual/`). Training: each worker reads its own subset of the
@@ -37,11 +37,10 @@ import os
 import tensorflow as tf
 
 from resnet_nobn import data
-from resnet_nobn.config import UserError
+from resnet_nobn.config import DATASETS, UserError
 
 NAME = "imagenet2012"
-INFO = data.DatasetInfo(NAME, num_classes=1000, image_size=224, num_train=1_281_167,
-                        num_eval=50_000)
+INFO = DATASETS[NAME]
 ARCHIVES = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
 
 _MEAN = (0.485, 0.456, 0.406)
@@ -49,28 +48,6 @@ _STD = (0.229, 0.224, 0.225)
 _EVAL_RESIZE = 256          # shorter side before the central 224 crop (224 / 0.875)
 _SHUFFLE_BUFFER = 10_000    # images, per worker
 _AUTOTUNE = tf.data.AUTOTUNE
-
-# The paper's ImageNet recipe (Section 4.2) as flag defaults for run/imagenet_train.py.
-# "0.94 every two epochs" at global batch 256: one epoch is 1,281,167 / 256 = 5,004.56 steps, two
-# epochs 10,009.1 steps, so the rate is multiplied by 0.94 every 10,009 steps.
-STEPS_PER_EPOCH = INFO.num_train / 256
-LR_DECAY_EVERY = int(2 * STEPS_PER_EPOCH)   # 10,009
-
-
-def imagenet_model_flags():
-    """The ImageNet variant described above, as `define_flags` defaults (flag name -> default)."""
-    w = 84
-    return dict(widths=f"{w},{2 * w},{4 * w},{8 * w}", blocks_per_stage="3,4,6,3",
-                strides="2,2,2,2", stem_width=w, stem_kernel=7, stem_stride=2)
-
-
-def imagenet_flag_defaults():
-    """Every ImageNet default of run/imagenet_train.py: the model and the paper's schedule."""
-    return dict(imagenet_model_flags(), dataset=NAME, batch_size=256, learning_rate=0.1,
-                lr_boundaries="", lr_decay_factor=0.94, lr_decay_every=LR_DECAY_EVERY,
-                train_steps=700_000, weight_decay=1e-4, eval_every=10_000,
-                checkpoint_every=1_000, log_every=100)
-
 
 # --------------------------------------------------------------------------------------------
 # tfds

@@ -6,7 +6,7 @@ projection 256 x num_classes that is never trained. 55 convolutions, 13,538,736 
 parameters (the paper says 13.5M in Table 1, 13.59M in the text), all of them convolution kernels.
 
 ImageNet (Section 4.2) uses the same builder with the stage layout of the 34-layer ResNet; see
-`imagenet_model_flags` in resnet_nobn/imagenet.py.
+`IMAGENET_RECIPE` in resnet_nobn/config.py.
 
 One builder makes the paper's model and the ablations / the usual baseline:
   norm='none'   the paper: block `x + C2(act(C1 x))`, no normalization anywhere.
@@ -29,7 +29,6 @@ One builder makes the paper's model and the ablations / the usual baseline:
 The activation after the last block, before the global average pool, is the fork's `unit_last`
 (BN then activation there; without BN the activation remains).
 """
-import dataclasses
 import math
 
 import keras
@@ -38,54 +37,7 @@ import tensorflow as tf
 from keras import layers
 
 from resnet_nobn.blocks import ResidualBlock, leaky_relu
-
-NORMS = ("none", "batch")
-INITS = ("identity", "standard", "he", "fixup", "skipinit")
-HEADS = ("random", "trained")
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    """Architecture. The defaults are Table 1 for CIFAR-10."""
-    num_classes: int = 10
-    image_size: int = 32
-    widths: tuple = (64, 128, 256)
-    blocks_per_stage: tuple = (9, 9, 9)
-    strides: tuple = (1, 2, 2)
-    stem_width: int = 16
-    stem_kernel: int = 3
-    stem_stride: int = 1
-    kernel_size: int = 3
-    norm: str = "none"
-    init: str = "identity"
-    relu_leakiness: float = 0.1
-    head: str = "random"
-    head_seed: int = 0
-
-    def __post_init__(self):
-        if not (len(self.widths) == len(self.blocks_per_stage) == len(self.strides)):
-            raise ValueError(
-                f"widths {self.widths}, blocks_per_stage {self.blocks_per_stage} and strides "
-                f"{self.strides} must have one entry per stage")
-        if self.norm not in NORMS or self.init not in INITS or self.head not in HEADS:
-            raise ValueError(f"norm/init/head must be in {NORMS}/{INITS}/{HEADS}")
-        if self.norm == "batch" and self.init in ("fixup", "skipinit"):
-            raise ValueError(f"init={self.init} is a normalization-free method: use it with norm=none")
-        if not 0.0 <= self.relu_leakiness < 1.0:
-            raise ValueError(f"relu_leakiness must be in [0, 1); got {self.relu_leakiness}")
-        if min(self.widths) < 1 or min(self.blocks_per_stage) < 1:
-            raise ValueError("widths and blocks_per_stage must be positive")
-        if list((self.stem_width,) + tuple(self.widths)) != sorted((self.stem_width,) + tuple(self.widths)):
-            raise ValueError("the zero-padding shortcut needs non-decreasing widths, the first "
-                             f"at least stem_width={self.stem_width}; got {self.widths}")
-
-
-def resolve_init(init, norm):
-    """The `--init=auto` rule: the paper's identity init without BN, He init with BN (the baseline)."""
-    if init == "auto":
-        return "he" if norm == "batch" else "identity"
-    return init
-
+from resnet_nobn.config import HEADS, INITS, NORMS, ModelConfig, resolve_init  # noqa: F401
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
     """Standard deviations (C1, C2) of a residual branch's N(0, sigma^2) init (Section 4).

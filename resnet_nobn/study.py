@@ -98,7 +98,7 @@ def make_grid(base, root, norms, inits, heads, blocks, seeds, leakiness=None, le
     SkipInit with BN) appear once or not at all. Runs are ordered seed by seed, so the first seed
     of every configuration comes first.
     """
-    from resnet_nobn.model import resolve_init  # here: the report must not import TensorFlow
+    from resnet_nobn.config import resolve_init
     named = [k for k, v in (("relu_leakiness", leakiness), ("learning_rate", learning_rates)) if v]
     leakiness = leakiness or [base.model.relu_leakiness]
     learning_rates = learning_rates or [base.learning_rate]
@@ -358,12 +358,10 @@ def paper_row(config):
     if ds not in PAPER_TABLE2 or config.get("use_synthetic_data"):
         return None
     m = config.get("model", {})
-    if ds == "imagenet2012":
-        shape = dict(widths=[84, 168, 336, 672], blocks_per_stage=[3, 4, 6, 3], strides=[2, 2, 2, 2],
-                     stem_width=84, stem_kernel=7, stem_stride=2)
-    else:
-        shape = dict(widths=[64, 128, 256], blocks_per_stage=[9, 9, 9], strides=[1, 2, 2],
-                     stem_width=16, stem_kernel=3, stem_stride=1)
+    from resnet_nobn.config import IMAGENET_MODEL, ModelConfig
+    table1 = dataclasses.asdict(ModelConfig())
+    shape = _norm_json(IMAGENET_MODEL if ds == "imagenet2012" else
+                       {k: table1[k] for k in IMAGENET_MODEL})
     if any(_norm_json(m.get(k)) != v for k, v in shape.items()):
         return None
     if m.get("norm") == "none" and m.get("init") == "identity" and m.get("head") == "random":

@@ -23,9 +23,9 @@ import tensorflow as tf
 
 from resnet_nobn import cluster, data, model as model_lib, rundir
 from resnet_nobn.blocks import ResidualBlock
-from resnet_nobn.config import TrainConfig, UserError, config_diffs, learning_rate, retry_advice
+from resnet_nobn.config import (STRATEGIES, TrainConfig, UserError, config_diffs, learning_rate,
+                                retry_advice)
 
-STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 KEEP_CHECKPOINTS = 5  # enough to go back past a blow-up (resnet_nobn/rundir.py)
 
 
@@ -35,6 +35,12 @@ class TrainingDiverged(UserError):
 
 # --------------------------------------------------------------------------------------------
 # Strategy and the file system
+
+
+def probe_devices():
+    """Lists the physical devices once, so that TensorFlow's device start-up (and its log lines)
+    happens here; it does not initialise the context, so collective ops can still be set up."""
+    return tf.config.list_physical_devices()
 
 
 def make_strategy(name):

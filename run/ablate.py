@@ -85,7 +85,7 @@ def _choices(values, allowed, flag):
 
 def build_study():
     """(configs, base_args) from the parsed flags."""
-    from resnet_nobn.model import HEADS, INITS, NORMS
+    from resnet_nobn.config import HEADS, INITS, NORMS
     if FLAGS["model_dir"].present:
         raise UserError("--model_dir is set per run by the study; use --root")
     base = run_flags.config_from_flags(FLAGS)

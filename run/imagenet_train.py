@@ -4,7 +4,7 @@
 
 On a cluster, run this same command on every worker, each with its own TF_CONFIG (see the README);
 run/launch_local.py starts several workers on this machine. Defaults are the paper's recipe
-(resnet_nobn/imagenet.py): global batch 256, momentum 0.9, learning rate 0.1 times 0.94 every two
+(resnet_nobn/config.py, IMAGENET_RECIPE): global batch 256, momentum 0.9, learning rate 0.1 times 0.94 every two
 epochs (10,009 steps), 700k steps. Re-running the same command resumes from the last checkpoint.
 
 Environment: RESNET_NOBN_CONNECT_TIMEOUT (seconds, default 180) bounds the wait for the peers of
@@ -19,9 +19,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags  # noqa: E402
 
 from resnet_nobn import flags as run_flags  # noqa: E402
-from resnet_nobn import imagenet  # noqa: E402
+from resnet_nobn.config import IMAGENET_MODEL, IMAGENET_RECIPE  # noqa: E402
 
-run_flags.define_flags(datasets=(imagenet.NAME,), **imagenet.imagenet_flag_defaults())
+run_flags.define_flags(datasets=("imagenet2012",), **run_flags.as_flag_defaults(
+    {**IMAGENET_MODEL, **IMAGENET_RECIPE}))
 flags.adopt_module_key_flags(run_flags)  # so --help lists them
 
 if __name__ == "__main__":

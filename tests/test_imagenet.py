@@ -9,20 +9,15 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from resnet_nobn import data, imagenet, model as model_lib
-from resnet_nobn.config import UserError, learning_rate
+from resnet_nobn.config import IMAGENET_MODEL, IMAGENET_RECIPE, UserError, learning_rate
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _imagenet_model_config(**overrides):
-    f = imagenet.imagenet_model_flags()
-    ints = lambda s: tuple(int(x) for x in s.split(","))  # noqa: E731
-    kw = dict(num_classes=1000, image_size=224, widths=ints(f["widths"]),
-              blocks_per_stage=ints(f["blocks_per_stage"]), strides=ints(f["strides"]),
-              stem_width=f["stem_width"], stem_kernel=f["stem_kernel"], stem_stride=f["stem_stride"])
-    kw.update(overrides)
-    return model_lib.ModelConfig(**kw)
+    return model_lib.ModelConfig(num_classes=1000, image_size=224,
+                                 **{**IMAGENET_MODEL, **overrides})
 
 
 def test_registered_dataset_info():
@@ -44,7 +39,7 @@ def test_model_variant_parameter_count():
 
 
 def test_schedule_defaults():
-    d = imagenet.imagenet_flag_defaults()
+    d = IMAGENET_RECIPE
     assert d["batch_size"] == 256 and d["learning_rate"] == 0.1 and d["train_steps"] == 700_000
     assert d["lr_decay_every"] == 10_009 == int(2 * 1_281_167 / 256)
     from resnet_nobn.config import TrainConfig
