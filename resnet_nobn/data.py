@@ -36,10 +36,16 @@ def prepare_tfds_builder(name, data_dir):
     """
     import tensorflow_datasets as tfds
     if data_dir is not None and not os.path.isdir(data_dir):
-        raise UserError(f"--data_dir={data_dir} does not exist; create it with "
+        raise UserError(f"--data_dir={data_dir} is not a directory; create it with "
                         f"`tfds build {name} --data_dir={data_dir}` or point it at a tfds data dir")
-    builder = tfds.builder(name, data_dir=data_dir)
-    if builder.is_prepared():
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+        prepared = builder.is_prepared()
+    except Exception as e:  # noqa: BLE001 -- a damaged dataset_info.json and the like
+        raise UserError(f"the {name} files in --data_dir={data_dir} are damaged ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:120] if str(e) else ''}); prepare it again with "
+                        f"`tfds build {name} --data_dir=DIR`") from None
+    if prepared:
         return builder
     prepare = (f"prepare it on a machine with internet access with `tfds build {name} "
                f"--data_dir=DIR` and copy DIR here (or pass its path with --data_dir)")

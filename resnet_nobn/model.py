@@ -165,5 +165,22 @@ def stage_kernels(model):
     return groups
 
 
+def memory_lower_bound(cfg: ModelConfig, batch):
+    """(bytes of the weights, their gradients and momenta; bytes of the activations a training
+    step of `batch` images keeps for the backward pass), float32, from the shapes alone. A lower
+    bound: a run needing more than the machine has cannot start."""
+    size = math.ceil(cfg.image_size / cfg.stem_stride)
+    params = cfg.stem_kernel ** 2 * 3 * cfg.stem_width
+    activations = size * size * cfg.stem_width
+    in_ch = cfg.stem_width
+    for width, blocks, stride in zip(cfg.widths, cfg.blocks_per_stage, cfg.strides):
+        for b in range(blocks):
+            size = math.ceil(size / (stride if b == 0 else 1))
+            params += cfg.kernel_size ** 2 * (in_ch + width) * width
+            activations += 4 * size * size * width  # conv1, activation, conv2, sum
+            in_ch = width
+    return 3 * 4 * params, 4 * batch * activations
+
+
 def count_params(variables):
     return int(sum(np.prod(v.shape) for v in variables))

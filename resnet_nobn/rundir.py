@@ -16,15 +16,44 @@ checkpoint, the training loss of the step after it, i.e. computed with the check
 
 This module reads and writes files only (no TensorFlow); the trainer does the restoring.
 """
+import contextlib
+import fcntl
 import glob
 import json
 import math
 import os
 import re
+import socket
 import subprocess
+import time
 
 LOSSES = "losses.json"
 DIVERGED = "diverged.json"
+LOCK = ".lock"
+
+
+class InUse(Exception):
+    """Another process holds the model_dir's lock."""
+
+
+@contextlib.contextmanager
+def locked(model_dir):
+    """Holds `model_dir/.lock` (an flock, released when the process ends however it ends) for the
+    block; raises InUse naming the holder's pid and host if another process holds it."""
+    os.makedirs(model_dir, exist_ok=True)
+    fd = os.open(os.path.join(model_dir, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            raise InUse(holder) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
 
 
 def atomic_write_json(path, obj):

@@ -70,6 +70,18 @@ def is_chief(strategy):
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
+def check_memory(cfg: TrainConfig, replicas):
+    """Refuses a model or batch that cannot fit in this machine's memory, before building it."""
+    import psutil
+    weights, activations = model_lib.memory_lower_bound(cfg.model, cfg.batch_size // replicas)
+    total = psutil.virtual_memory().total
+    if weights + activations > total:
+        flag = (f"--widths (now {','.join(map(str, cfg.model.widths))})" if weights > activations
+                else f"--batch_size (now {cfg.batch_size})")
+        raise UserError(f"the run needs at least {(weights + activations) / 2**30:.1f} GiB and this "
+                        f"machine has {total / 2**30:.1f} GiB; lower {flag}")
+
+
 def check_model_dir(cfg: TrainConfig):
     """Refuses a model_dir whose checkpoint is of another architecture or dataset."""
     path = os.path.join(cfg.model_dir, "config.json")
@@ -127,6 +139,7 @@ class Trainer:
             raise UserError(f"--batch_size={cfg.batch_size} does not split over {replicas} replicas; "
                             f"use a multiple of {replicas}")
         self.chief = is_chief(self.strategy)
+        check_memory(cfg, replicas)
         self.input = data.make_input(cfg)
         check_model_dir(cfg)
         # The layers take the global dtype policy when built; set it for this build only, so it
@@ -533,12 +546,46 @@ def _log(msg, chief=True):
 
 
 def train(cfg: TrainConfig, strategy=None):
-    """Runs one configuration end to end; returns the results dict (None on non-chief workers)."""
-    trainer = Trainer(cfg, strategy)
+    """Runs one configuration end to end; returns the results dict (None on non-chief workers).
+
+    The chief holds model_dir's lock for the run. File-system failures (a model_dir that is a
+    file or read-only, a full disk) and memory exhaustion end it with one line (UserError); a new
+    run that runs out of memory leaves no model_dir behind.
+    """
+    if not cfg.model_dir.strip():
+        raise UserError("--model_dir is empty; give the directory of the run")
+    if os.path.exists(cfg.model_dir) and not os.path.isdir(cfg.model_dir):
+        raise UserError(f"--model_dir={cfg.model_dir} is a file, not a directory; give another path")
+    new = not os.path.exists(cfg.model_dir)
+    if cfg.eval_only and new:
+        raise UserError(f"--eval_only: {cfg.model_dir} does not exist; train first")
+    trainer = None
     try:
-        return trainer.run()
-    except tf.errors.OpError as e:  # a collective failed: a peer worker died or is unreachable
-        if not cluster.is_multi_worker(trainer.strategy) or type(e).__name__ not in cluster.PEER_ERRORS:
+        trainer = Trainer(cfg, strategy)
+        if not trainer.chief:
+            return trainer.run()
+        with rundir.locked(cfg.model_dir):
+            return trainer.run()
+    except rundir.InUse as e:
+        raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
+                        "its checkpoints); wait for that run or use another --model_dir") from None
+    except (tf.errors.ResourceExhaustedError, MemoryError) as e:
+        if new and trainer is not None and trainer.chief:
+            shutil.rmtree(cfg.model_dir, ignore_errors=True)
+        raise UserError(f"out of memory ({type(e).__name__}): lower --batch_size (now "
+                        f"{cfg.batch_size}) or --widths (now {','.join(map(str, cfg.model.widths))})"
+                        ) from None
+    except OSError as e:
+        raise UserError(f"cannot write the run in --model_dir={cfg.model_dir}: "
+                        f"{e.strerror or e}{f' ({e.filename})' if e.filename else ''}; free space, "
+                        "fix permissions or use another --model_dir") from None
+    except tf.errors.OpError as e:
+        if "No space left" in str(e) or "Read-only file system" in str(e):
+            raise UserError(f"cannot write the run in --model_dir={cfg.model_dir}: "
+                            f"{str(e).splitlines()[0][:200]}") from None
+        # a collective failed: a peer worker died or is unreachable
+        if (trainer is None or not cluster.is_multi_worker(trainer.strategy)
+                or type(e).__name__ not in cluster.PEER_ERRORS):
             raise
         trainer._remove_scratch()
         raise UserError(cluster.peer_failure_message(e, trainer.step, cfg.model_dir)) from None

@@ -3,10 +3,12 @@ import glob
 import json
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import ROOT, run_cli
 
 TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
         "--batch_size=8", "--learning_rate=0.01", "--log_every=2", "--eval_every=4"]
@@ -119,3 +121,81 @@ def test_diverged_run_ends_with_retry_advice_that_trains_when_appended(tmp_path)
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["global_step"] == 12 and results["rollbacks"][0]["resumed_from"] == 0
     assert all(math.isfinite(h["eval_loss"]) for h in results["history"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--momentum=nan"], "--momentum must be a finite number"),
+    (["--weight_decay=nan"], "--weight_decay must be a finite number"),
+    (["--lr_decay_factor=nan"], "--lr_decay_factor must be a finite number"),
+    (["--learning_rate=inf"], "--learning_rate must be a finite number"),
+    (["--strides=1,8,8"], "does not fit its 4x4 feature map"),
+    (["--widths=60000,60000,60000"], "lower --widths"),
+    (["--batch_size=100000000"], "lower --batch_size"),
+    (["--model_dir="], "--model_dir is empty"),
+])
+def test_values_past_the_old_validators_are_refused_before_anything_is_written(tmp_path, args, message):
+    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={tmp_path / 'run'}", *args)
+    _assert_one_line_error(proc, message)
+    assert not (tmp_path / "run").exists()
+
+
+def test_flags_are_checked_before_tensorflow_is_imported(tmp_path):
+    """A flag error must come fast: with an `import tensorflow` that fails, it is still reported."""
+    fake = tmp_path / "fake" / "tensorflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('tensorflow imported before the flags')\n")
+    env_path = f"{tmp_path / 'fake'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    for args, message in ((["--momentum=nan"], "finite"), (["--widhts=8"], "widths"),
+                          (["--blocks_per_stage=9,9"], "one entry per stage")):
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *args],
+                              capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, PYTHONPATH=env_path))
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+        assert "tensorflow imported before the flags" not in proc.stderr
+
+
+def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={a_file}")
+    _assert_one_line_error(proc, "is a file")
+    proc = run_cli("cifar_train.py", *TINY, "--model_dir=/proc/no/such/run")
+    _assert_one_line_error(proc, "cannot write the run")
+    proc = run_cli("cifar_train.py", "--dataset=cifar10", f"--data_dir={a_file}",
+                   f"--model_dir={tmp_path / 'run'}")
+    _assert_one_line_error(proc, "is not a directory")
+    damaged = tmp_path / "tfds" / "cifar10" / "3.0.2"
+    damaged.mkdir(parents=True)
+    (damaged / "dataset_info.json").write_text("{ garbage")
+    proc = run_cli("cifar_train.py", "--dataset=cifar10", f"--data_dir={tmp_path / 'tfds'}",
+                   f"--model_dir={tmp_path / 'run'}")
+    _assert_one_line_error(proc, "cifar10")
+    assert proc.returncode == 2 and not (tmp_path / "run").exists()
+    run = tmp_path / "run"
+    assert run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={run}").returncode == 0
+    (run / "results.json").write_text('"a string"')  # parses, but is not an object
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={run}")
+    assert proc.returncode == 0 and "unreadable" in proc.stdout, proc.stderr  # set aside, said so
+    assert json.loads((run / "results.json").read_text())["global_step"] == 6
+    assert len(glob.glob(str(run / "results.json.unreadable-*"))) == 1
+    (run / "config.json").write_text("[1, 2]")
+    _assert_one_line_error(run_cli("cifar_train.py", *TINY, "--train_steps=8", f"--model_dir={run}"),
+                           "not a JSON object")
+
+
+def test_a_second_run_on_the_same_model_dir_is_refused(tmp_path):
+    first = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *TINY, "--train_steps=100000",
+         f"--model_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    try:
+        assert "step 2/" in first.stdout.readline() + first.stdout.readline()  # it is training
+        proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+        _assert_one_line_error(proc, "is in use by pid", str(first.pid))
+        assert proc.returncode == 2
+    finally:
+        first.kill()
+        first.wait()
+    # the lock dies with its process: the next run resumes
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
