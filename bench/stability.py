@@ -26,6 +26,9 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
     "bn": ["--norm=batch", "--init=he"],
     "fixup": ["--norm=none", "--init=fixup"],
     "skipinit": ["--norm=none", "--init=skipinit"],
+    # candidate fixes of the paper's net that keep it identity-preserving and normalization-free
+    "paper_clip1": ["--norm=none", "--init=identity", "--clip_norm=1"],
+    "paper_warmup": ["--norm=none", "--init=identity", "--warmup_steps=300"],
 }
 
 
@@ -99,20 +102,80 @@ def report(args):
     return rows
 
 
+def scalars(model_dir):
+    """{tag: [(step, value)]} of a run's training summaries (TensorBoard event files)."""
+    import tensorflow as tf
+    out = {}
+    train_dir = os.path.join(model_dir, "train")
+    for name in sorted(os.listdir(train_dir)) if os.path.isdir(train_dir) else []:
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(train_dir, name)):
+            for v in event.summary.value:
+                value = float(tf.make_ndarray(v.tensor)) if v.HasField("tensor") else v.simple_value
+                out.setdefault(v.tag, []).append((event.step, value))
+    return out
+
+
+def figure(args, path, blocks=9):
+    """Loss, largest branch norm and update/weight ratio against steps, at `blocks` per stage:
+    for each net, its run at the smallest rate that diverged and at its largest stable rate."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    colors = dict(zip(NETS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    for net in NETS:
+        runs = [(lr, outcome(run_dir(args.root, net, blocks, lr), args.steps)) for lr in RATES]
+        stable = [lr for lr, o in runs if o == "stable"]
+        diverged = [lr for lr, o in runs if o and o.startswith("diverged")]
+        for lr, style in ((min(diverged) if diverged else None, ":"), (max(stable) if stable else None, "-")):
+            if lr is None:
+                continue
+            tags = scalars(run_dir(args.root, net, blocks, lr))
+            label = f"{net} lr {lr}" + (" (diverged)" if style == ":" else "")
+            kw = dict(color=colors[net], linestyle=style, label=label)
+            if "loss" in tags:
+                axes[0].plot(*zip(*tags["loss"]), **kw)
+            branch = [v for t, v in tags.items() if t.startswith("branch_norm/")]
+            if branch:
+                steps = [s for s, _ in branch[0]]
+                axes[1].plot(steps, [max(v[i][1] for v in branch) for i in range(len(steps))], **kw)
+            ratio = [v for t, v in tags.items() if t.startswith("update_ratio/stage")]
+            if ratio:
+                steps = [s for s, _ in ratio[0]]
+                axes[2].plot(steps, [max(v[i][1] for v in ratio) for i in range(len(steps))], **kw)
+    titles = ("training loss", "largest ||branch(h)|| / ||h|| over the blocks",
+              "largest ||update|| / ||W|| over the stages")
+    for ax, title in zip(axes, titles):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"Fashion-MNIST as CIFAR-10, {blocks} blocks per stage, widths {args.widths}, "
+                 f"batch {args.batch_size}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"written: {path}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", required=True, help="directory of the runs (one model_dir each)")
     p.add_argument("--data_dir", help="tfds data_dir holding cifar10 (Fashion-MNIST's, see above)")
     p.add_argument("--blocks", default="1,9", help="blocks per stage to sweep, comma list")
-    p.add_argument("--nets", default=",".join(NETS), help="networks to sweep, comma list")
+    p.add_argument("--nets", default="paper,paper_relu,bn,fixup,skipinit",
+                   help=f"networks to sweep, comma list of {', '.join(NETS)}")
     p.add_argument("--widths", default="16,32,64", help="stage widths (the stem has the first)")
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--steps", type=int, default=500, help="steps a stable run must survive")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--report", action="store_true", help="print the table of what is under --root")
+    p.add_argument("--figure", help="with --report: also draw the curves of the deepest runs here")
     args = p.parse_args()
     if args.report:
         report(args)
+        if args.figure:
+            figure(args, args.figure, max(int(b) for b in args.blocks.split(",")))
         return
     if not args.data_dir:
         sys.exit("error: --data_dir is needed to run the sweep (see the module docstring)")
