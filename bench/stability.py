@@ -89,7 +89,7 @@ def report(args):
                 result = outcome(model_dir, args.steps)
                 if result == "stable":
                     res = _read(os.path.join(model_dir, "results.json"))
-                    top1 = res["history"][-1]["top1_error"]
+                    top1 = next(h["top1_error"] for h in res["history"] if h["step"] == args.steps)
                     cells.append(f"ok ({100 * top1:.1f}%)")
                     best = best or lr
                 else:

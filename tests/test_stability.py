@@ -77,14 +77,19 @@ def test_a_checkpoint_on_the_way_to_a_blow_up_is_not_resumed_from(tmp_path):
     assert rundir.steps_on_disk(ckpt) == [200, 0] and 300 not in rundir.read_losses(ckpt)
 
 
-def test_retry_advice_never_raises_the_rate_and_keeps_a_warmup_or_clip_already_used():
+def test_retry_advice_clips_first_then_lowers_the_rate_never_raising_it():
     from resnet_nobn.config import retry_advice
-    deep = tiny_config("/x", blocks_per_stage=(9, 9, 9), learning_rate=0.05)
-    tokens = dict(t[2:].split("=") for t in retry_advice(deep).split())
-    assert float(tokens["learning_rate"]) < 0.05
-    tried = tiny_config("/x", blocks_per_stage=(9, 9, 9), learning_rate=0.004, warmup_steps=700,
-                        clip_norm=0.2)
-    tokens = dict(t[2:].split("=") for t in retry_advice(tried).split())
-    assert float(tokens["learning_rate"]) == pytest.approx(0.002)
-    assert int(tokens["warmup_steps"]) >= 700 and float(tokens["clip_norm"]) <= 0.1
-    assert all(math.isfinite(float(v)) for v in tokens.values())
+
+    def advice(**kw):
+        return dict(t[2:].split("=") for t in retry_advice(tiny_config("/x", **kw)).split())
+
+    deep = dict(blocks_per_stage=(9, 9, 9))
+    assert advice(learning_rate=0.05, **deep) == {"clip_norm": "1.0"}  # measured: keeps lr 0.05
+    assert advice(learning_rate=1.0, **deep) == {"clip_norm": "1.0", "learning_rate": "0.1"}
+    tried = advice(learning_rate=0.05, clip_norm=1.0, **deep)  # clipping did not suffice
+    assert float(tried["learning_rate"]) <= 0.02 and float(tried["clip_norm"]) == 0.5
+    bn = advice(learning_rate=0.3, norm="batch", init="he", **deep)
+    assert bn == {"learning_rate": "0.1"}
+    assert float(advice(learning_rate=0.004, init="fixup")["learning_rate"]) == 0.002
+    for kw in (dict(learning_rate=1e9), dict(learning_rate=0.01, clip_norm=3.0)):
+        assert all(math.isfinite(float(v)) for v in advice(**kw).values())
