@@ -126,6 +126,7 @@ class TrainConfig:
     eval_only: bool = False
     checkpoint_every: int = 1_000
     log_every: int = 100
+    steps_per_loop: int = 0              # steps per compiled loop (one host read); 0 = log_every
     strategy: str = "auto"
     # speed
     xla: bool = False

@@ -104,6 +104,9 @@ def define_flags(datasets, **defaults):
                      "steps (and at the end); a crash loses at most this much work.", lower_bound=1)
     f.DEFINE_integer("log_every", d["log_every"], "Print progress and write training summaries "
                      "every this many steps.", lower_bound=1)
+    f.DEFINE_integer("steps_per_loop", 0, "Training steps run on the device per host round-trip "
+                     "(one compiled tf.range loop, one reduction of the metrics); 0 = --log_every. "
+                     "A loop also ends at every log, checkpoint and evaluation step.", lower_bound=0)
     f.DEFINE_enum("strategy", "auto", STRATEGIES, "tf.distribute strategy; auto: multi_worker if "
                   "TF_CONFIG is set, mirrored with several GPUs, else one_device.")
     f.DEFINE_bool("xla", False, "Compile the forward and backward pass with XLA.")
@@ -161,7 +164,8 @@ def config_from_flags(FLAGS) -> TrainConfig:
         seed=FLAGS.seed,
         model_dir=FLAGS.model_dir, eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps,
         eval_only=FLAGS.eval_only, checkpoint_every=FLAGS.checkpoint_every,
-        log_every=FLAGS.log_every, strategy=FLAGS.strategy, xla=FLAGS.xla,
+        log_every=FLAGS.log_every, steps_per_loop=FLAGS.steps_per_loop, strategy=FLAGS.strategy,
+        xla=FLAGS.xla,
         mixed_precision=FLAGS.mixed_precision)
 
 
@@ -181,6 +185,7 @@ def main(argv):
         with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
             from resnet_nobn import train
             train.probe_devices()
+        train.tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
         train.train(cfg)
 
     main_wrapper(run)

@@ -152,3 +152,30 @@ def test_eval_only_evaluates_the_latest_checkpoint(tmp_path):
 def test_eval_only_without_a_checkpoint_is_refused(tmp_path):
     with pytest.raises(UserError, match="no checkpoint"):
         train.train(tiny_config(tmp_path, eval_only=True))
+
+
+@pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
+def test_multi_step_loop_equals_one_step_per_loop(tmp_path, strategy):
+    """--steps_per_loop: N steps in one compiled loop, one reduction, end with the same weights
+    and the same logged loss as one step per host round-trip."""
+    with _mock_cifar():
+        kw = dict(use_synthetic_data=False, train_steps=7, batch_size=8, learning_rate=0.05,
+                  log_every=7, checkpoint_every=1000, seed=2, strategy=strategy, clip_norm=0.5)
+        one = Trainer(tiny_config(tmp_path / "one", steps_per_loop=1, **kw))
+        one.run()
+        loop = Trainer(tiny_config(tmp_path / "loop", **kw))  # default: log_every = 7 steps a loop
+        assert [loop.loop_length(s) for s in (0, 3)] == [7, 4]
+        loop.run()
+    assert one.step == loop.step == 7
+    for a, b in zip(_weights(one), _weights(loop)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    loss = [_scalar(tmp_path / d / "train", "loss") for d in ("one", "loop")]
+    assert loss[0] == pytest.approx(loss[1], rel=1e-5)
+
+
+def _scalar(logdir, tag):
+    for path in logdir.iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for v in event.summary.value:
+                if v.tag == tag:
+                    return float(tf.make_ndarray(v.tensor))
