@@ -545,7 +545,7 @@ class Trainer:
         iterator = self.train_iterator()
 
         t_start = time.time()
-        t_log, step_log = t_start, start_step
+        t_log, step_log = t_start, self.step
         window = np.zeros(4)
         images_per_sec = None
         step = self.step
