@@ -13,13 +13,13 @@ the user sees (a UserError: one line, exit status 2):
     said before TensorFlow starts.
   * this task's port is already in use: checked by binding it before TensorFlow does.
   * the peers never come up: a watchdog process prints why and kills the worker if the strategy
-    and a first collective are not ready within CONNECT_TIMEOUT seconds (180, or the environment
-    variable RESNET_NOBN_CONNECT_TIMEOUT). TensorFlow blocks in C++ holding the GIL and ignores
+    and a first collective are not ready within RESNET_NOBN_CONNECT_TIMEOUT seconds (environment
+    variable, default 180). TensorFlow blocks in C++ holding the GIL and ignores
     SIGTERM meanwhile, so nothing inside the process can end the wait; the coordination
-    service's own registration timeout is also set to CONNECT_TIMEOUT.
+    service's own registration timeout is also set to it.
   * a peer dies during training: the coordination service's heartbeat notices within
-    `heartbeat_timeout` seconds and the collectives of the other workers fail; the run stops
-    with the error and can be restarted from the last checkpoint.
+    RESNET_NOBN_HEARTBEAT_TIMEOUT seconds (default 30) and the collectives of the other workers
+    fail; the run stops with the error and can be restarted from the last checkpoint.
 """
 import json
 import os
@@ -30,8 +30,25 @@ import tempfile
 
 from resnet_nobn.config import UserError
 
-CONNECT_TIMEOUT = float(os.environ.get("RESNET_NOBN_CONNECT_TIMEOUT", 180))
-HEARTBEAT_TIMEOUT = float(os.environ.get("RESNET_NOBN_HEARTBEAT_TIMEOUT", 30))
+TIMEOUTS = {"RESNET_NOBN_CONNECT_TIMEOUT": 180.0, "RESNET_NOBN_HEARTBEAT_TIMEOUT": 30.0}  # seconds
+
+
+def timeouts(environ=None):
+    """(connect, heartbeat) timeouts in seconds from the environment, read when a multi-worker run
+    starts; UserError naming the variable if one is not a positive number of seconds."""
+    environ = os.environ if environ is None else environ
+    values = []
+    for name, default in TIMEOUTS.items():
+        text = environ.get(name, "").strip()
+        try:
+            value = float(text) if text else default
+        except ValueError:
+            value = None
+        if value is None or not 0 < value < float("inf"):
+            raise UserError(f"{name}={text!r} is not a positive number of seconds; unset it for the "
+                            f"default ({default:.0f}) or give e.g. {name}={default:.0f}")
+        values.append(value)
+    return tuple(values)
 
 
 def parse_tf_config(text=None):
@@ -136,6 +153,7 @@ def make_multi_worker_strategy():
     from tensorflow.python.distribute import multi_worker_util
     from tensorflow.python.eager import context
 
+    connect_timeout, heartbeat_timeout = timeouts()
     cluster, task_type, task_id = parse_tf_config()
     check_port_free(cluster[task_type][task_id])
     peers = sum(len(v) for v in cluster.values())
@@ -144,14 +162,14 @@ def make_multi_worker_strategy():
     context.context().configure_coordination_service(
         service_type="standalone",
         service_leader=multi_worker_util.coordination_leader(cluster),
-        cluster_register_timeout_in_ms=int(CONNECT_TIMEOUT * 1000),
-        heartbeat_timeout_in_ms=int(HEARTBEAT_TIMEOUT * 1000),
-        shutdown_barrier_timeout_in_ms=int(HEARTBEAT_TIMEOUT * 1000),
+        cluster_register_timeout_in_ms=int(connect_timeout * 1000),
+        heartbeat_timeout_in_ms=int(heartbeat_timeout * 1000),
+        shutdown_barrier_timeout_in_ms=int(heartbeat_timeout * 1000),
         coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(cluster[job]))
                           for job in ("chief", "worker") if job in cluster])
     where = f"{task_type} {task_id} of {peers} at {cluster[task_type][task_id]}"
-    timer = _Watchdog(CONNECT_TIMEOUT, f"{where}: could not reach all peers of TF_CONFIG within "
-                      f"{CONNECT_TIMEOUT:.0f} s (RESNET_NOBN_CONNECT_TIMEOUT); check that every "
+    timer = _Watchdog(connect_timeout, f"{where}: could not reach all peers of TF_CONFIG within "
+                      f"{connect_timeout:.0f} s (RESNET_NOBN_CONNECT_TIMEOUT); check that every "
                       "worker was started with the same cluster and that its host:port is reachable")
     try:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()

@@ -6,10 +6,12 @@ turns the parsed flags once into the frozen `TrainConfig`; nothing else reads FL
 import contextlib
 import math
 import os
+import signal
 import sys
 
 from absl import flags
 
+from resnet_nobn import cluster
 from resnet_nobn.config import (DATASETS, HEADS, INITS, NORMS, STRATEGIES, ModelConfig, TrainConfig,
                                 UserError, resolve_init)
 
@@ -182,6 +184,9 @@ def main(argv):
             cfg = config_from_flags(flags.FLAGS)
         except ValueError as e:  # a check of ModelConfig that no single flag's validator can make
             raise UserError(str(e)) from None
+        if cfg.strategy == "multi_worker" or (cfg.strategy == "auto" and os.environ.get("TF_CONFIG")):
+            cluster.parse_tf_config()  # TF_CONFIG and the timeouts: said before TensorFlow loads
+            cluster.timeouts()
         with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
             from resnet_nobn import train
             train.probe_devices()
@@ -209,6 +214,7 @@ def quiet_stderr():
 
 def main_wrapper(run):
     """Runs `run()`; a UserError becomes one line on stderr and exit status 2, Ctrl-C exit 130."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the entry point's start-up handler
     try:
         run()
     except UserError as e:

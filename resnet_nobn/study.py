@@ -319,7 +319,7 @@ def load_runs(root):
         dirnames[:] = sorted(d for d in dirnames if d not in ("ckpt", "train", "eval"))
         if "results.json" not in filenames and "study_status.json" not in filenames:
             continue
-        results = read_json(os.path.join(dirpath, "results.json"))
+        results = _checked_results(read_json(os.path.join(dirpath, "results.json")))
         status = read_json(os.path.join(dirpath, "study_status.json")) or {}
         config = (results or {}).get("config") or read_json(os.path.join(dirpath, "config.json"))
         if config is None:
@@ -339,6 +339,15 @@ def load_runs(root):
             run["status"] = "unreadable results.json"
         runs.append(run)
     return runs
+
+
+def _checked_results(results):
+    """`results` if its history is a list of rows that each have a step, else None (unreadable)."""
+    history = (results or {}).get("history", [])
+    if results is None or not isinstance(history, list) or not all(
+            isinstance(h, dict) and isinstance(h.get("step"), int) for h in history):
+        return None
+    return results
 
 
 def config_key(config):
@@ -393,7 +402,8 @@ def summarize(runs):
         done = [r for r in members if r.get("top1_error") is not None]
         top1 = [100 * r["top1_error"] for r in done]
         top5 = [100 * r["top5_error"] for r in done if r.get("top5_error") is not None]
-        loss = [r["history"][-1]["eval_loss"] for r in done if r.get("history")]
+        loss = [r["history"][-1]["eval_loss"] for r in done
+                if r.get("history") and r["history"][-1].get("eval_loss") is not None]
         steps = [r.get("global_step") or 0 for r in members]
         rows.append(dict(
             dataset=c["dataset"], synthetic=bool(c.get("use_synthetic_data")), label=label,
@@ -405,8 +415,8 @@ def summarize(runs):
             wall=[r.get("wall_time_s") or 0.0 for r in members],
             statuses=[r["status"] for r in members], paper=paper_row(c),
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
-            curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])]
-                    for r in members]))
+            curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])
+                     if h.get("top1_error") is not None] for r in members]))
     rows.sort(key=lambda r: r["sort"])
     return rows
 

@@ -16,11 +16,14 @@ unfinished run is printed, to submit as one cluster job each. `--helpfull` lists
 import importlib.util
 import os
 import shlex
+import signal
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Ctrl-C while the modules load: one line and exit 130 (run_flags.main_wrapper takes over after)
+signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
 
 from absl import app, flags, logging  # noqa: E402
 
@@ -88,6 +91,8 @@ def build_study():
     from resnet_nobn.config import HEADS, INITS, NORMS
     if FLAGS["model_dir"].present:
         raise UserError("--model_dir is set per run by the study; use --root")
+    if os.path.exists(FLAGS.root) and not os.path.isdir(FLAGS.root):
+        raise UserError(f"--root={FLAGS.root} is a file, not a directory; give another path")
     base = run_flags.config_from_flags(FLAGS)
     stages = len(base.model.widths)
     norms = _choices(FLAGS.vary_norm or [FLAGS.norm], NORMS, "vary_norm")
@@ -118,7 +123,11 @@ def run():
             study.check_compatible(cfg)
         except ValueError as e:
             raise UserError(str(e)) from None
-    study.write_hparams_config(FLAGS.root, configs)
+    try:
+        study.write_hparams_config(FLAGS.root, configs)
+    except OSError as e:
+        raise UserError(f"cannot write the study in --root={FLAGS.root}: {e.strerror or e}; fix "
+                        "permissions or use another --root") from None
     if FLAGS.print_commands:
         for cfg in configs:
             if study.run_state(cfg) != "finished":

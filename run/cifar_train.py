@@ -6,10 +6,13 @@ Defaults are the paper's (Section 4); `--helpfull` lists every flag. Re-running 
 resumes from the latest checkpoint in --model_dir.
 """
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Ctrl-C while the modules load: one line and exit 130 (run_flags.main_wrapper takes over after)
+signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
 
 from absl import app, flags  # noqa: E402
 

@@ -11,10 +11,13 @@ Environment: RESNET_NOBN_CONNECT_TIMEOUT (seconds, default 180) bounds the wait 
 TF_CONFIG; RESNET_NOBN_HEARTBEAT_TIMEOUT (seconds, default 30) is how soon a vanished peer is noticed.
 """
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Ctrl-C while the modules load: one line and exit 130 (run_flags.main_wrapper takes over after)
+signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
 
 from absl import app, flags  # noqa: E402
 

@@ -3,6 +3,7 @@ import glob
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 
@@ -199,3 +200,17 @@ def test_a_second_run_on_the_same_model_dir_is_refused(tmp_path):
     # the lock dies with its process: the next run resumes
     proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_ctrl_c_while_the_modules_load_is_one_line(tmp_path):
+    """SIGINT arrives while the entry point imports its modules (a fake absl that is slow to load)."""
+    fake = tmp_path / "fake" / "absl"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\n"
+                                      "time.sleep(5)\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'fake'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    for entry in ("cifar_train.py", "imagenet_train.py", "ablate.py"):
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", entry), "--root=x"],
+                              capture_output=True, text=True, timeout=60, env=env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert proc.returncode == 130 and proc.stderr.strip() == "interrupted", (entry, proc.stderr)

@@ -98,8 +98,9 @@ def test_two_workers_finish_with_identical_weights(tmp_path, cleanup):
     assert results["global_step"] == 12
     assert results["num_replicas"] == 2
     assert results["strategy"] in ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
-    # only the chief wrote anything; the other worker's scratch checkpoints are gone
-    assert sorted(os.listdir(model_dir)) == ["ckpt", "config.json", "eval", "results.json", "train"]
+    # only the chief wrote anything (and holds the lock); the other worker's scratch is gone
+    assert sorted(os.listdir(model_dir)) == [".lock", "ckpt", "config.json", "eval", "results.json",
+                                             "train"]
 
 
 def test_sigkill_one_worker_then_restart_finishes(tmp_path, cleanup):
@@ -174,3 +175,14 @@ def test_unreachable_peer_fails_in_bounded_time(tmp_path):
     assert code != 0 and "could not reach all peers" in err, err
     assert elapsed < 60
     assert not (tmp_path / "bad").exists()  # nothing written
+
+
+@pytest.mark.parametrize("name,value", [("RESNET_NOBN_CONNECT_TIMEOUT", "abc"),
+                                        ("RESNET_NOBN_HEARTBEAT_TIMEOUT", "-5"),
+                                        ("RESNET_NOBN_CONNECT_TIMEOUT", "inf")])
+def test_bad_timeout_variable_is_one_line_error(name, value, tmp_path):
+    ports = launch_local.free_ports(2)
+    code, err, _ = _run_one(launch_local.tf_config(ports, 0), tmp_path, env={name: value})
+    assert code == 2 and name in err and "positive number of seconds" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "bad").exists()

@@ -185,3 +185,29 @@ def test_report_names_only_the_seeds_with_a_result_and_the_advice_of_a_diverged_
     (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
     assert "| 0 (of 0,1) |" in row and "±" not in row
     assert "seed 1 at step 66; retry with: --learning_rate=0.01" in text
+
+
+def test_report_takes_rows_without_eval_loss_and_marks_malformed_results(tmp_path):
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.08)
+    path = os.path.join(root, "ours", "seed-0", "results.json")
+    results = json.load(open(path))
+    for h in results["history"]:
+        del h["eval_loss"]  # an older trainer's rows
+    json.dump(results, open(path, "w"))
+    bad = os.path.join(root, "ours", "seed-1", "results.json")
+    results["history"] = [1, 2]  # parses, but its rows are not rows
+    json.dump(results, open(bad, "w"))
+    text, _, _ = study.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0 (of 0,1) |" in row and "7.00" in row
+    assert "unreadable results.json" in text
+
+
+def test_ablate_root_that_is_a_file_is_one_line(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    proc = run_cli("ablate.py", f"--root={a_file}", *TINY, "--train_steps=2")
+    assert proc.returncode == 2 and "is a file" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and a_file.read_text() == "x"
