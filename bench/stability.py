@@ -11,6 +11,13 @@ figure from what is under --root.
     python bench/fashion_mnist_as_cifar10.py --out=/tmp/fmnist
     python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/stability --blocks=1,9
     python bench/stability.py --root=/tmp/stability --report --figure=docs/stability.png
+    python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/long --long --blocks=9 \
+        --nets=paper_clip1,bn --seeds=0,1 --learning_rate=0.05 --steps=1500 --batch_size=32
+    python bench/stability.py --root=/tmp/long --long --report --blocks=9 --nets=paper_clip1,bn \
+        --seeds=0,1 --learning_rate=0.05 --steps=1500
+
+`--long` trains each net for --steps steps at one rate, for each seed, and tests it on the whole
+test split at the end (the 1,500-step comparison of docs/stability.md).
 """
 import argparse
 import json
@@ -34,6 +41,10 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
 
 def run_dir(root, net, blocks, lr, extra=""):
     return os.path.join(root, f"{net}_b{blocks}{extra}", f"lr{lr}")
+
+
+def long_dir(root, net, blocks, lr, seed):
+    return os.path.join(root, f"{net}_b{blocks}_s{seed}", f"lr{lr}")
 
 
 def outcome(model_dir, steps):
@@ -76,6 +87,47 @@ def sweep(args, net, blocks):
         if result == "stable":
             return lr
     return None
+
+
+def train_long(args, net, blocks, seed):
+    """One `--steps`-step run at --learning_rate, evaluated on the whole test split at the end."""
+    model_dir = long_dir(args.root, net, blocks, args.learning_rate, seed)
+    if outcome(model_dir, args.steps) is None:
+        cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
+               f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
+               f"--widths={args.widths}", f"--stem_width={args.widths.split(',')[0]}",
+               f"--blocks_per_stage={blocks}", f"--batch_size={args.batch_size}",
+               f"--learning_rate={args.learning_rate}", f"--train_steps={args.steps}",
+               "--lr_boundaries=", f"--eval_every={args.steps}", "--eval_steps=0",
+               "--checkpoint_every=100", "--log_every=50", f"--seed={seed}"] + NETS[net]
+        os.makedirs(model_dir, exist_ok=True)
+        with open(os.path.join(model_dir, "train.log"), "a") as log:
+            subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    print(f"{net:<10} blocks {blocks}  seed {seed}  {outcome(model_dir, args.steps)}", flush=True)
+
+
+def report_long(args):
+    """Test error (whole test split) after --steps steps at --learning_rate, per net, over seeds."""
+    import statistics
+    print(f"| net | blocks/stage | lr | seeds | test top-1 error after {args.steps} steps |")
+    print("|---|---|---|---|---|")
+    for blocks in args.blocks.split(","):
+        for net in args.nets.split(","):
+            errors, seeds = [], []
+            for seed in args.seeds.split(","):
+                model_dir = long_dir(args.root, net, blocks, args.learning_rate, seed)
+                res = _read(os.path.join(model_dir, "results.json")) or {}
+                row = [h for h in res.get("history", []) if h["step"] == args.steps]
+                if row:
+                    errors.append(100 * row[0]["top1_error"])
+                    seeds.append(seed)
+                elif outcome(model_dir, args.steps):
+                    seeds.append(f"{seed}: {outcome(model_dir, args.steps)}")
+            cell = " / ".join(f"{e:.2f}%" for e in errors) or "n/a"
+            if len(errors) > 1:
+                cell += f" (mean {statistics.mean(errors):.2f}%)"
+            print(f"| {net} | {blocks} | {args.learning_rate} | {', '.join(seeds) or 'none'} | {cell} |")
 
 
 def report(args):
@@ -169,9 +221,16 @@ def main():
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--steps", type=int, default=500, help="steps a stable run must survive")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--long", action="store_true", help="instead of the sweep: train each net for "
+                   "--steps steps at --learning_rate for each of --seeds, test on the whole split")
+    p.add_argument("--learning_rate", type=float, default=0.05, help="with --long: the rate")
+    p.add_argument("--seeds", default="0,1", help="with --long: seeds, comma list")
     p.add_argument("--report", action="store_true", help="print the table of what is under --root")
     p.add_argument("--figure", help="with --report: also draw the curves of the deepest runs here")
     args = p.parse_args()
+    if args.report and args.long:
+        report_long(args)
+        return
     if args.report:
         report(args)
         if args.figure:
@@ -181,6 +240,10 @@ def main():
         sys.exit("error: --data_dir is needed to run the sweep (see the module docstring)")
     for blocks in args.blocks.split(","):
         for net in args.nets.split(","):
+            if args.long:
+                for seed in args.seeds.split(","):
+                    train_long(args, net, int(blocks), int(seed))
+                continue
             best = sweep(args, net, int(blocks))
             print(f"== {net} blocks {blocks}: largest stable rate {best}", flush=True)
 
