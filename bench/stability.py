@@ -134,7 +134,7 @@ def report(args):
     """The table: for each net and depth, each rate's outcome and the largest stable rate."""
     rows = []
     for blocks in args.blocks.split(","):
-        for net in NETS:
+        for net in args.nets.split(","):
             cells, best = [], None
             for lr in RATES:
                 model_dir = run_dir(args.root, net, blocks, lr)
@@ -150,7 +150,8 @@ def report(args):
     print("| net | blocks/stage | " + " | ".join(f"lr {r}" for r in RATES) + " | largest stable |")
     print("|---|---|" + "---|" * (len(RATES) + 1))
     for net, blocks, cells, best in rows:
-        print(f"| {net} | {blocks} | " + " | ".join(cells) + f" | {best or 'none'} |")
+        ran = any(c != "·" for c in cells)
+        print(f"| {net} | {blocks} | " + " | ".join(cells) + f" | {best or ('none' if ran else 'not run')} |")
     return rows
 
 
@@ -175,7 +176,7 @@ def figure(args, path, blocks=9):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     colors = dict(zip(NETS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    for net in NETS:
+    for net in args.nets.split(","):
         runs = [(lr, outcome(run_dir(args.root, net, blocks, lr), args.steps)) for lr in RATES]
         stable = [lr for lr, o in runs if o == "stable"]
         diverged = [lr for lr, o in runs if o and o.startswith("diverged")]
