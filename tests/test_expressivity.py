@@ -6,12 +6,14 @@ import warnings
 import numpy as np
 import pytest
 
-from theory import expressivity as E
 from resnet_nobn.blocks import ResidualBlock
+from theory import assumption31
+from theory import check_expressivity as C
+from theory import expressivity as E
 
 
 def _data(n=600, d=128, r=7, seed=0):
-    return E._random_data(n, d, r, seed)
+    return C.random_data(n, d, r, seed)
 
 
 @pytest.fixture(scope="module")
@@ -54,16 +56,17 @@ def test_parameter_count_matches_model_and_formula(built):
 def test_margins_reported_and_positive(built):
     _, _, _, cert = built
     m = cert["margins"]
-    for key in ("own", "points", "labels", "final_own", "final_cross"):
+    assert cert["thresholds"] == "per_unit" and cert["k"] == cert["k_formula"] < 128
+    for key in ("units", "final_own", "final_cross"):
         assert m[key] >= cert["min_margin"], key
-    assert m["worst"] == min(m[key] for key in ("own", "points", "labels", "final_own",
-                                                "final_cross"))
-    assert cert["theta"] == pytest.approx(1 - 2 * cert["rho_prime"])
+    assert m["worst"] == min(m["units"], m["final_own"], m["final_cross"])
+    lo, hi = m["theta_range"]
+    assert lo < hi                                    # one threshold per unit, not one for all
     a = cert["margins_float64"]
     assert a["extra_relus"] == 0 and a["own"] > 0 and a["off"] > 0
     # the float64 run achieves the margins the scan predicted (the own margin exactly)
-    assert a["own"] == pytest.approx(m["own"], abs=1e-9)
-    assert a["off"] >= min(m["points"], m["labels"]) - 1e-5
+    assert a["own"] == pytest.approx(m["units"], abs=1e-9)
+    assert a["off"] >= m["units"] - 1e-5
     assert cert["attempts"][-1]["outcome"] == "accepted"
 
 
@@ -102,14 +105,15 @@ def test_numerically_coincident_points_without_rho():
 
 
 def test_too_small_k_is_redrawn_or_raised_and_says_so():
+    """The proof's single threshold with a k far below what it needs: redrawn, then k raised."""
     x, y = _data(n=400, d=128, r=5, seed=5)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, cert = E.fit_network(x, y, 5, k=30, seed=5, max_attempts=10)
+        model, cert = E.fit_network(x, y, 5, k=30, thresholds="uniform", seed=5, max_attempts=10)
     assert len(cert["attempts"]) >= 2 and cert["k"] > 30 and cert["k_start"] == 30
-    assert all(a["outcome"] != "accepted" for a in cert["attempts"][:-1])
+    assert all("accepted" not in a["outcome"] for a in cert["attempts"][:-1])
     assert any("violates Lemma B.1" in str(w.message) for w in caught)
-    assert cert["fits"]
+    assert cert["fits"] and cert["thresholds"] == "uniform"
 
 
 def test_zero_padding_shortcut_when_r_exceeds_k():
@@ -129,15 +133,96 @@ def test_unnormalised_input_and_bad_labels_are_refused():
         E.fit_network(x, y, 3)
 
 
-def test_checks_quick_all_proved_claims_pass():
-    results = E.checks(quick=True)
-    claims = {r["claim"] for r in results}
-    assert {"Theorem 3.2 exact fit (float32 Keras model)", "Lemma B.1 margins (one ReLU per moved point)",
-            "Parameter count kd + l(2k^2+k) + kr+r^2+r"} <= claims
-    for r in results:
-        assert set(r) == {"claim", "instances", "worst_margin", "passed", "proved", "detail"}
-        if r["proved"]:
-            assert r["passed"] and r["worst_margin"] >= 0, r
+def test_per_unit_thresholds_certify_at_the_papers_k_where_one_threshold_fails():
+    """Part 2 of issue 12: k = 10 ln n / rho^2 with s_i per unit fits every point at rho = 0.35;
+    the proof's s = -theta 1 at the same k has hundreds of wrong ReLUs."""
+    n, d, r = 1000, 256, 10
+    x, y = C.pairs_data(n, d, r, 0.35, 0)
+    data, _ = assumption31.validate(x, y, r)
+    rho = assumption31.check(data, mode="exact")["rho"]
+    assert rho == pytest.approx(0.35, abs=1e-5)
+    k = E.paper_k(n, rho, r)
+    assert k == math.ceil(10 * math.log(n) / rho ** 2)
+    draw = E.Draw(data, r, k, (0, 9, 0), "per_unit")
+    uniform = E.margins(draw.z, draw.q, data.labels, k, "uniform")
+    assert draw.m["worst"] >= E.MIN_MARGIN
+    assert np.all(draw.m["margin"] >= uniform["margin"] - 1e-12)    # per unit is never worse
+    assert uniform["worst"] < 0
+    assert E.wrong_relus(draw.z, draw.q, data.labels, k, uniform["theta"]) > 100
+    assert E.wrong_relus(draw.z, draw.q, data.labels, k, draw.m["theta"]) == 0
+
+
+def test_threshold_rows_refute_the_single_threshold_and_hold_per_unit():
+    rows = C.thresholds(True, None)
+    status = {r.id: r.status for r in rows}
+    assert status == {"E5": "REFUTED", "E6": "HOLDS", "E7": "HOLDS"}
+    assert rows[0].corrected_by == "E6" and "wrong ReLUs" in rows[0].detail[0]
+    assert all(len(line) <= 120 for r in rows for line in r.lines())
+
+
+def test_search_when_the_formula_exceeds_n():
+    """Formula k >= n (and d > n, so no identity embedding): the smallest certifying k <= n."""
+    x, y = C.pairs_data(300, 512, 5, 0.4, 3)
+    model, cert = E.fit_network(x, y, 5, seed=3)
+    assert cert["k_formula"] >= 300 and cert["k"] < 300 and cert["fits"]
+    probes = [a for a in cert["attempts"] if a["outcome"].startswith("search")]
+    assert len(probes) >= 3 and probes[0]["k"] == 300
+    accepted = [a for a in probes if "accepted" in a["outcome"]]
+    assert len(accepted) == 1 and accepted[0]["k"] == cert["k"]
+    assert all("fails" in a["outcome"] for a in probes if a["k"] < cert["k"])
+    assert model.count_params() == E.parameter_formula(300, 512, cert["k"], 5)
+
+
+def test_orthonormal_embedding_when_no_random_k_up_to_n_certifies():
+    """rho = 0.3 needs k ~ 400 > n = 300 with a random A_0; the width-n construction z_i = e_i
+    (A_0 = (X X^T)^-1 X) certifies with margin 1/2, so k never exceeds n."""
+    x, y = C.pairs_data(300, 512, 5, 0.3, 3)
+    model, cert = E.fit_network(x, y, 5, seed=3)
+    assert cert["k_formula"] > 300 and cert["k"] == 300 and cert["fits"]
+    assert cert["attempts"][0]["outcome"] == "search: fails"
+    assert cert["attempts"][-1]["draw"] == "A_0 = (X X^T)^-1 X"
+    assert cert["margins"]["units"] == pytest.approx(0.5, abs=1e-3)
+
+
+def test_identity_embedding_at_n200_d20_and_3x_fewer_parameters_than_before():
+    """n = 200 points in R^20: the formula's k (~100) exceeds d, so A_0 = I (k = d) certifies;
+    the previous construction (one threshold, k = 56 ln n / rho^4) had 2M parameters here."""
+    x, y = _data(n=200, d=20, r=5, seed=0)
+    model, cert = E.fit_network(x, y, 5, seed=0)
+    assert cert["k"] == 20 and cert["k_formula"] > 20 and cert["fits"]
+    assert cert["attempts"][-1]["draw"] == "A_0 = I"
+    old = E.parameter_formula(200, 20, math.ceil(E.C_UNIFORM * math.log(200) / cert["rho"] ** 4), 5)
+    assert 3 * cert["params_model"] <= old
+    unit = 200 * math.log(200) / cert["rho"] ** 2
+    assert cert["params_per_n_ln_n_over_rho2"] == pytest.approx(cert["params_model"] / unit)
+
+
+def test_cifar_scale_parameter_count_is_3x_below_the_previous_construction():
+    """At n = 50,000, d = 3072, r = 100 with rho ~ 1.343 (the bench's estimate): k = 60 against 187."""
+    n, d, r, rho = 50000, 3072, 100, 1.343
+    k_new = E.paper_k(n, rho, r)
+    k_old = E.paper_k(n, rho, r, "uniform")
+    assert (k_new, k_old) == (60, 187)
+    assert 3 * E.parameter_formula(n, d, k_new, r) <= E.parameter_formula(n, d, k_old, r)
+
+
+def test_fast_float32_run_and_float64_path_agree_with_the_literal_runs(built, monkeypatch):
+    x, y, model, cert = built
+    out, agree = E.run_float32(model, x, batch_size=256, sample=64)
+    assert agree == 0.0
+    assert np.abs(out - model.predict(x, verbose=0)).max() <= 1e-5      # float32 rounding
+    data, _ = assumption31.validate(x, y, 7)
+    dr = E.Draw(data, 7, cert["k"], (0, 1, 0), "per_unit")
+    w = E.weights(dr.z, dr.q, data.labels, dr.k, dr.m["theta"], dr.m["theta_final"])
+    lit, a_lit = E.forward64(dr.z, w, data.labels, dr.k)
+    path, a_path = E.path64(dr.z, w, data.labels, dr.k, dr.m)
+    assert np.abs(lit - path).max() < 1e-12 and a_path["extra_relus"] == a_lit["extra_relus"] == 0
+    from theory import expressivity_verify
+    monkeypatch.setattr(expressivity_verify, "KERAS_ALL_BUDGET", 0)
+    monkeypatch.setattr(expressivity_verify, "LITERAL64_BUDGET", 0)
+    _, c2 = E.fit_network(x, y, 7, seed=0)
+    assert c2["fits"] and "run_float32" in c2["float32_check"]
+    assert "own path" in c2["margins_float64"]["how"]
 
 
 def test_float64_run_detects_broken_margins():
@@ -149,8 +234,8 @@ def test_float64_run_detects_broken_margins():
     q = rng.standard_normal((4, k))
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     z = x.astype(np.float64) @ a0.T
-    w = E._weights(z, q, y, k, theta=0.0, theta_f=0.5)
-    out, achieved = E._forward64(z, w, y, k)
+    w = E.weights(z, q, y, k, theta=np.zeros(len(z)), theta_f=0.5)
+    out, achieved = E.forward64(z, w, y, k)
     assert achieved["extra_relus"] > 0 and achieved["off"] < 0
     assert np.abs(out - np.eye(4)[y]).max() > 1e-3
 

@@ -9,7 +9,10 @@ import pytest
 import scipy.linalg as sla
 import tensorflow as tf
 
+from theory import check_linear as C
+from theory import check_linear_bounds as B
 from theory import linear as L
+from theory import linear_optimum as O
 
 
 def _rng(seed=0):
@@ -30,8 +33,8 @@ def _explicit_product(A):
 def test_population_risk_matches_empirical_risk():
     rng = _rng(1)
     d, ell, n = 5, 3, 200_000
-    R = L.random_R(d, rng, 0.5)
-    Sigma = L.random_Sigma(d, rng, 0.3, 2.0)
+    R = C.random_R(d, rng, 0.5)
+    Sigma = C.random_Sigma(d, rng, 0.3, 2.0)
     A = 0.2 * rng.standard_normal((ell, d, d)) / math.sqrt(d)
     X, Y = L.sample(R, Sigma, n, seed=7)
     losses = L.empirical_risk(A, X, Y, per_sample=True).numpy()
@@ -47,8 +50,8 @@ def test_population_risk_matches_empirical_risk():
 @pytest.mark.parametrize("ell,d", [(1, 1), (2, 3), (7, 4), (40, 6)])
 def test_closed_form_gradient_equals_autodiff(ell, d):
     rng = _rng(ell * 10 + d)
-    R = L.random_R(d, rng, 0.7)
-    Sigma = L.random_Sigma(d, rng, 0.2, 3.0)
+    R = C.random_R(d, rng, 0.7)
+    Sigma = C.random_Sigma(d, rng, 0.2, 3.0)
     A = 0.5 / ell * rng.standard_normal((3, ell, d, d))       # batched
     g_cf = L.gradient(A, R, Sigma).numpy()
     g_ad = L.autodiff_gradient(A, R, Sigma).numpy()
@@ -63,18 +66,38 @@ def test_closed_form_gradient_equals_autodiff(ell, d):
     assert fd == pytest.approx(g_cf[0, i, j, k], rel=1e-6, abs=1e-8)
 
 
-def test_gradient_is_not_transposed_or_misordered():
-    """Lemma 2.4's factor order matters: the wrong order gives a different matrix."""
-    rng = _rng(3)
-    A = 0.3 * rng.standard_normal((3, 4, 4))
-    R, Sigma = L.random_R(4, rng), L.random_Sigma(4, rng, 0.5, 2.0)
-    g = L.gradient(A, R, Sigma).numpy()
+def _lemma24_by_hand(A, R, Sigma):
+    """The proof's order, spelled out: 2 (I+A_{i+1}^T)...(I+A_l^T) E Sigma (I+A_1^T)...(I+A_{i-1}^T)."""
+    ell, d = A.shape[0], A.shape[-1]
     E = _explicit_product(A) - R
-    I = np.eye(4)
-    expected_1 = 2 * (I + A[2].T) @ E @ Sigma @ (I + A[0].T)      # dF/dA_2 (middle layer)
-    assert np.allclose(g[1], expected_1, atol=1e-12)
-    wrong = 2 * (I + A[0].T) @ E @ Sigma @ (I + A[2].T)
-    assert not np.allclose(g[1], wrong, atol=1e-3)
+    out = []
+    for i in range(ell):
+        left, right = np.eye(d), np.eye(d)
+        for j in range(i + 1, ell):                 # (I + A_{i+1}^T) (I + A_{i+2}^T) ... (I + A_l^T)
+            left = left @ (np.eye(d) + A[j].T)
+        for j in range(i):                          # (I + A_1^T) ... (I + A_{i-1}^T)
+            right = right @ (np.eye(d) + A[j].T)
+        out.append(2 * left @ E @ Sigma @ right)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("ell", [4, 6])
+def test_gradient_factor_order_at_depth_4_and_more(ell):
+    """Lemma 2.4: with l >= 4 every layer but the middle ones has a product of >= 2 factors, so a
+    misordered product (the paper's printed order) is seen; the proof's order is the gradient."""
+    rng = _rng(3)
+    d = 4
+    A = 0.4 * rng.standard_normal((ell, d, d)) / math.sqrt(d)
+    R, Sigma = C.random_R(d, rng), C.random_Sigma(d, rng, 0.5, 2.0)
+    g = L.gradient(A, R, Sigma).numpy()
+    assert np.allclose(g, _lemma24_by_hand(A, R, Sigma), rtol=0, atol=1e-12)
+    assert np.allclose(g, L.autodiff_gradient(A, R, Sigma).numpy(), rtol=0, atol=1e-12)
+    printed = C.gradient_as_printed(A, R, Sigma)
+    rel = np.linalg.norm(printed - g, axis=(1, 2)) / np.linalg.norm(g, axis=(1, 2))
+    assert np.all(rel > 0.05), rel                  # every layer has a product of >= 2 factors
+    # at l = 2 each product has at most one factor, and the two orders agree
+    assert np.allclose(C.gradient_as_printed(A[:2], R, Sigma), L.gradient(A[:2], R, Sigma).numpy(),
+                       rtol=0, atol=1e-12)
 
 
 # ---------------------------------------------------------------- Theorem 2.1
@@ -84,14 +107,14 @@ def _cases():
     Q = np.linalg.qr(rng.standard_normal((6, 6)))[0]
     Q[:, 0] *= np.sign(np.linalg.det(Q))
     return {
-        "rand_even": L.random_R(8, rng, 1.0),
-        "rand_odd": L.random_R(7, rng, 1.0),
-        "rand_64": L.random_R(64, rng, 0.5),
+        "rand_even": C.random_R(8, rng, 1.0),
+        "rand_odd": C.random_R(7, rng, 1.0),
+        "rand_64": C.random_R(64, rng, 0.5),
         "identity": np.eye(5),
         "d1": np.array([[0.3]]),
         "minus_I4": -np.eye(4),                                   # two rotations by exactly pi
-        "rot_pi_odd": sla.block_diag(L._rot(math.pi), [[1.0]]),
-        "near_pi": sla.block_diag(L._rot(math.pi - 1e-9), [[2.0]]),
+        "rot_pi_odd": sla.block_diag(O._rot(math.pi), [[1.0]]),
+        "near_pi": sla.block_diag(O._rot(math.pi - 1e-9), [[2.0]]),
         "sym_negative_pair": Q @ np.diag([-1, -3, 2, 1, 1, 0.5]) @ Q.T,
         "repeated_sv": 3.0 * Q,
         "psd": (lambda M: M @ M.T + 0.5 * np.eye(5))(rng.standard_normal((5, 5))),
@@ -115,7 +138,7 @@ def test_global_optimum_factorizes_R_within_bound(name, depth):
 
 def test_global_optimum_order_A0_applied_first():
     rng = _rng(9)
-    R = L.random_R(4, rng, 1.0)
+    R = C.random_R(4, rng, 1.0)
     A = L.global_optimum(R, 5, method="svd")
     x = rng.standard_normal(4)
     h = x
@@ -141,22 +164,92 @@ def test_identity_gives_zero_and_psd_case_is_the_paper_formula():
 def test_both_general_constructions_factor_R(method):
     rng = _rng(13)
     for d in (2, 3, 9):
-        R = L.random_R(d, rng, 1.2)
+        R = C.random_R(d, rng, 1.2)
         A = L.global_optimum(R, 40, method=method)
         assert np.allclose(_explicit_product(A), R, atol=1e-10)
 
 
-@pytest.mark.parametrize("R", [np.diag([-1.0, 1.0]), np.diag([-2.0, 1.0, 1.0]), np.zeros((3, 3)),
-                               -np.eye(3)])
-def test_nonpositive_determinant_is_refused_with_reason(R):
-    with pytest.raises(ValueError, match=r"det R .*<= 0.*positive determinant"):
-        L.global_optimum(R, 10)
+@pytest.mark.parametrize("R,depth", [(np.diag([-1.0, 1.0]), 8), (-np.eye(3), 16),
+                                     (np.diag([-1.0, 2.0, 3.0]), 30)])
+def test_negative_determinant_is_refused_only_where_the_bound_is_at_most_1(R, depth):
+    assert L.theorem21_bound(R, depth) <= 1
+    with pytest.raises(ValueError, match=r"det R = .* < 0 .*eigenvalue of A_j below -1.*<= 1 .*no "
+                                         r"factorization"):
+        L.global_optimum(R, depth)
+
+
+@pytest.mark.parametrize("R,depth", [(np.diag([-1.0, 2.0, 3.0]), 8), (np.diag([-1.0, 1.0]), 4),
+                                     (-np.eye(3), 2), (np.diag([-0.5, 2.0]), 16)])
+def test_negative_determinant_is_factorized_within_a_bound_above_1(R, depth):
+    """The issue's example: R = diag(-1, 2, 3) at l = 8 (bound 3.22); A_1 = R - I would do, and the
+    construction does better (one factor of norm 1 + a, a chosen to minimise the largest norm)."""
+    bound = L.theorem21_bound(R, depth)
+    assert bound > 1
+    A = L.global_optimum(R, depth)
+    assert A.shape == (depth,) + R.shape
+    assert np.allclose(_explicit_product(A), R, atol=1e-9)
+    assert 1 < L.spectral_norms(A).max() <= bound
+    assert np.linalg.det(np.eye(len(R)) + A[0]) < 0 < np.linalg.det(np.eye(len(R)) + A[1])
+
+
+@pytest.mark.parametrize("R", [np.zeros((3, 3)), np.diag([0.0, 1.0, 2.0]), np.diag([0.0, -1.0, 2.0])])
+def test_singular_R_is_factorized_with_one_projection(R):
+    assert L.gamma(R) == math.inf
+    A = L.global_optimum(R, 8)
+    assert np.allclose(_explicit_product(A), R, atol=1e-12)
+    assert L.spectral_norms(A)[0] == pytest.approx(1.0)
+
+
+def test_paper_construction_is_within_the_proofs_bound_and_footnote_4():
+    """method='paper': the proof's split l = 2q + p, q rounded (footnote 4); |||A||| <= max(pi/q, 3g/p),
+    and the rounding costs 1% against the printed bound for a rotation by pi in 3-D at l = 101."""
+    R = sla.block_diag(O._rot(math.pi), [[1.0]])
+    A = L.global_optimum(R, 101, method="paper")
+    assert np.allclose(_explicit_product(A), R, atol=1e-12)
+    assert L.paper_split(0.0, 101) == (50, 1)
+    ratio = L.spectral_norms(A).max() / L.theorem21_bound(R, 101)
+    assert ratio == pytest.approx(2 * math.sin(math.pi / 100) / (2 * math.pi / 101))
+    assert 1.009 < ratio < 1.011
+    rng = _rng(21)
+    for d, ell in [(3, 8), (5, 32), (8, 101)]:
+        R = C.random_R(d, rng, 1.2)
+        g = L.gamma(R)
+        q, p = L.paper_split(g, ell)
+        assert 2 * q + p == ell and q >= 1 and p >= 1
+        A = L.global_optimum(R, ell, method="paper")
+        assert np.allclose(_explicit_product(A), R, atol=1e-10)
+        assert L.spectral_norms(A).max() <= max(math.pi / q, 3 * g / p) + 1e-12
+
+
+def test_paper_construction_row_fails_when_the_split_is_broken(monkeypatch):
+    """The check gates the proof's construction on its own row: a split of [1, 1, l-2] fails it."""
+    from theory import linear_optimum
+    rng = np.random.default_rng(0)
+    assert next(r for r in C.theorem21(True, rng) if r.id == "L6").status == "PASS"
+    monkeypatch.setattr(linear_optimum, "paper_split", lambda g, ell: (1, ell - 2))
+    rng = np.random.default_rng(0)
+    row = next(r for r in C.theorem21(True, rng) if r.id == "L6")
+    assert row.status == "FAIL" and row.worst < -1
+
+
+def test_check_uses_its_own_gamma_and_bound(monkeypatch):
+    """A construction 10x over the bound fails L5 even if the module's gamma/bound are inflated."""
+    from theory import linear_optimum
+    monkeypatch.setattr(linear_optimum, "theorem21_bound", lambda R, depth: 1e9)
+    monkeypatch.setattr(linear_optimum, "gamma", lambda R: 0.0)
+    good = linear_optimum.global_optimum
+    def one_big_factor(R, depth, method="auto"):          # A_1 = R - I, the others 0
+        return np.concatenate([good(R, 1), np.zeros((depth - 1,) + R.shape)])
+    monkeypatch.setattr(L, "global_optimum", lambda R, depth, method="auto": (
+        good(R, depth, method) if depth < 3 else one_big_factor(R, depth)))
+    row = next(r for r in C.theorem21(True, np.random.default_rng(0)) if r.id == "L5")
+    assert row.status == "FAIL"
 
 
 # ---------------------------------------------------------------- Theorem 2.2 and eq. (2.3)
 
 def test_printed_equation_23_has_a_counterexample_and_the_proof_form_is_tight():
-    lhs, printed_rhs, proof_rhs = L.printed_counterexample()
+    lhs, printed_rhs, proof_rhs = B.printed_counterexample()
     assert lhs == pytest.approx(9 / 8)
     assert printed_rhs == pytest.approx(9 / 4)
     assert lhs < printed_rhs                                    # (2.3) as printed fails
@@ -166,8 +259,8 @@ def test_printed_equation_23_has_a_counterexample_and_the_proof_form_is_tight():
 def test_proof_forms_hold_on_random_points_of_B_tau():
     rng = _rng(17)
     for d, ell, tau in [(3, 5, 0.2), (8, 32, 0.05), (2, 2, 0.9)]:
-        R = L.random_R(d, rng, 1.0)
-        Sigma = L.random_Sigma(d, rng, 0.2, 1.0)
+        R = C.random_R(d, rng, 1.0)
+        Sigma = C.random_Sigma(d, rng, 0.2, 1.0)
         A = rng.standard_normal((20, ell, d, d))
         A *= tau / np.linalg.norm(A, ord=2, axis=(-2, -1))[..., None, None]
         A[0] = -tau * np.eye(d)
@@ -185,7 +278,7 @@ def test_proof_forms_hold_on_random_points_of_B_tau():
 def test_adversarial_search_approaches_but_never_crosses_the_proof_bound():
     d, ell, tau = 3, 4, 0.2
     Sigma = np.eye(d)
-    A, R = L.adversarial_search(ell, d, tau, Sigma, batch=4, steps=80, seed=1)
+    A, R = B.adversarial_search(ell, d, tau, Sigma, batch=4, steps=80, seed=1)
     assert np.all(L.spectral_norms(A) <= tau + 1e-9)            # stayed in B_tau
     out = L.gradient_bounds(A, R, Sigma, tau=tau)
     margin = out["proof_general"][0] - out["proof_general"][1]
@@ -194,15 +287,41 @@ def test_adversarial_search_approaches_but_never_crosses_the_proof_bound():
     assert np.any(out["printed"][0] < out["printed"][1])        # violating the printed form
 
 
-def test_checks_quick_all_proved_claims_pass():
-    results = L.checks(quick=True)
-    keys = {"claim", "instances", "worst_margin", "passed", "proved", "detail"}
-    assert all(set(r) >= keys for r in results)
-    assert all(r["instances"] > 0 for r in results)
-    failed = [r["claim"] for r in results if r["proved"] and not r["passed"]]
-    assert not failed, failed
-    printed = [r for r in results if "as printed" in r["claim"]]
-    assert printed and not all(r["passed"] for r in printed)    # the counterexample is reported
+def test_critical_points_in_the_ball_are_global_minima_and_outside_need_not_be():
+    """Theorem 2.2 itself: critical points found by Levenberg-Marquardt on grad f = 0."""
+    rng = _rng(23)
+    ell, d = 3, 2
+    Sigma = np.eye(d)
+    R = _explicit_product(0.2 * rng.standard_normal((ell, d, d)))
+    A0 = 0.3 * rng.standard_normal((6, ell, d, d))
+    A0[:2, :2] = -np.eye(d) + 0.02 * rng.standard_normal((2, 2, d, d))     # near A_1 = A_2 = -I
+    for _ in range(100):                                                    # the others descend first
+        A0[2:] -= 0.05 * L.gradient(A0[2:], R, Sigma).numpy()
+    A, gnorm, excess = B.critical_points(A0, R, Sigma)
+    assert np.all(gnorm < 1e-9)
+    inside = L.spectral_norms(A).max(axis=1) <= B.TAU_IN
+    assert inside.sum() >= 2 and np.all(excess[inside] < 1e-20)
+    assert np.any(excess[~inside] > 0.1 * np.trace(R @ R.T))               # a saddle at |||A||| >= 1
+
+
+def test_check_rows_quick():
+    """Every Section 2 row: one kind, its own time, a named quantity, lines <= 120 characters;
+    the printed statements are REFUTED and name the row that holds; nothing fatal."""
+    rows = C.checks(quick=True)
+    ids = [r.id for r in rows]
+    assert ids == [f"L{i}" for i in range(1, len(rows) + 1)]
+    status = {r.id: r.status for r in rows}
+    assert not [r.id for r in rows if r.fatal], status
+    for rid in ("L2", "L8", "L14", "L17", "L19"):
+        assert status[rid] == "REFUTED"
+        corrected = next(r for r in rows if r.id == rid).corrected_by
+        assert corrected and all(status[c.strip()] in ("PASS", "HOLDS") for c in corrected.split(","))
+    assert status["L10"] == "HOLDS" and status["L12"] == "HOLDS"
+    for r in rows:
+        assert r.instances > 0 and r.quantity and r.seconds > 0 and np.isfinite(r.worst)
+        assert all(len(line) <= 120 for line in r.lines()), r.id
+    psd = next(r for r in rows if r.id == "L7")
+    assert psd.worst > 0 and "R = I" in psd.detail[0]                    # R = I reported apart
 
 
 # ---------------------------------------------------------------- the optimization experiment
@@ -226,3 +345,46 @@ def test_experiment_residual_beats_standard_and_writes_outputs(tmp_path):
         for e in tf.compat.v1.train.summary_iterator(ev):
             tags.update(v.tag for v in e.summary.value)
     assert "relative_excess_risk" in tags
+
+
+def test_report_statuses_exit_status_and_width(monkeypatch, tmp_path, capsys):
+    """theory.check: REFUTED and HOLDS / DOES NOT HOLD are not fatal; FAIL and NOT REFUTED are;
+    every printed line fits in 120 characters; --json writes the rows with their status."""
+    import json as _json
+    import types
+    from theory import check
+    from theory.rows import Row
+
+    def section(*rows):
+        return types.SimpleNamespace(__name__="fake", checks=lambda quick: list(rows))
+
+    ok = [Row("X1", "a proved statement " * 8, "proved", 3, "max err", 1e-16, "<= 1e-9", True, ["d" * 300]),
+          Row("X2", "printed", "printed", 2, "min slack", -0.5, ">= 0", False, ["counterexample"],
+              corrected_by="X1"),
+          Row("X3", "open", "empirical", 1, "margin", -1.0, ">= 0", False, [])]
+    monkeypatch.setattr(check, "_sections", lambda: [("fake section", section(*ok))])
+    out = tmp_path / "rows.json"
+    assert check.main(["--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "REFUTED" in text and "DOES NOT HOLD" in text and "the statement that holds: X1" in text
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert [r["status"] for r in _json.load(open(out))] == ["PASS", "REFUTED", "DOES NOT HOLD"]
+    for bad in (Row("Y", "c", "proved", 1, "q", 1.0, "<= 0", False, []),
+                Row("Y", "c", "printed", 1, "q", 1.0, ">= 0", True, [])):
+        monkeypatch.setattr(check, "_sections", lambda bad=bad: [("fake", section(bad))])
+        assert check.main([]) == 1
+        assert "FAILED: Y" in capsys.readouterr().out
+
+
+def test_check_json_into_a_missing_directory_is_refused_before_the_checks(tmp_path):
+    import subprocess
+    import sys
+    import time
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "theory.check", "--quick",
+                           f"--json={tmp_path / 'missing' / 'out.json'}"],
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "not a writable directory" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "==" not in proc.stdout  # no check ran
+    assert time.time() - t0 < 30

@@ -1,24 +1,32 @@
-"""`python -m theory.check [--quick]`: every claim of Sections 2 and 3, checked numerically.
+"""`python -m theory.check [--quick] [--json FILE]`: the claims of Hardt & Ma, Sections 2 and 3,
+checked numerically -- the paper's statements that hold, the printed ones that are refuted (with
+their counterexamples, beside the corrected statement), and open empirical questions.
 
-Each theory module exposes `checks(quick: bool) -> list[dict]`; every dict is one claim with keys
-  claim          short name with the paper's reference, e.g. "Lemma 2.4 gradient"
-  instances      how many instances were tried
-  worst_margin   the smallest slack seen (>= 0 means the claim held everywhere)
-  passed         bool
-  proved         bool: the paper proves it (a failure makes the exit status non-zero), or it is an
-                 empirical question (e.g. eq. (2.3) as printed), reported but not fatal
-  detail         one line: sizes tried, counterexample numbers, ...
-This file only runs them, prints a table and sets the exit status.
+The rows come from theory/check_linear.py (Section 2) and theory/check_expressivity.py
+(Section 3); theory/rows.py defines a row and its status; docs/theory.md says what each row checks.
+This file runs them, prints the report and sets the exit status (1 if a proved statement failed or
+a known counterexample was not found).
 """
 import argparse
 import json
+import os
 import sys
 import time
 
+from theory.rows import WIDTH
 
-def _modules():
-    from theory import expressivity, linear  # noqa: imported late so --help is instant
-    return [linear, expressivity]
+LEGEND = [
+    "PASS / FAIL: a statement with a proof (the paper's, or with a slip corrected). REFUTED: the paper's",
+    "printed statement, with a counterexample (the row says which row holds instead). HOLDS / DOES NOT",
+    "HOLD: an open empirical question, never fatal. Each row: n = instances, the quantity measured, its",
+    "worst value and the condition it must meet, and the row's own time.",
+]
+
+
+def _sections():
+    from theory import check_expressivity, check_linear  # imported late so --help is instant
+    return [("Section 2: linear residual networks", check_linear),
+            ("Section 3: finite-sample expressivity", check_expressivity)]
 
 
 def main(argv=None):
@@ -27,28 +35,37 @@ def main(argv=None):
         description="Check the claims of Hardt & Ma, Sections 2 and 3, numerically.")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes, for CI (under a minute on 2 CPU cores)")
-    parser.add_argument("--json", metavar="FILE",
-                        help="also write the results to FILE as JSON")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows to FILE as JSON")
     args = parser.parse_args(argv)
+    if args.json:  # said before the minutes of checks, not after
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(args.json):
+            print(f"error: --json={args.json}: {folder} is not a writable directory (or the path is "
+                  "a directory); create it or give another path", file=sys.stderr)
+            return 2
 
-    results = []
-    for module in _modules():
-        start = time.time()
-        for r in module.checks(quick=args.quick):
-            results.append(r)
-            status = "PASS" if r["passed"] else ("FAIL" if r["proved"] else "VIOLATED (empirical)")
-            print(f"{status:>20}  {r['claim']:<45} instances={r['instances']:<6} "
-                  f"worst_margin={r['worst_margin']:.3e}  {r['detail']}", flush=True)
-        print(f"{'':>20}  ({module.__name__}: {time.time() - start:.1f}s)", flush=True)
+    print("\n".join(LEGEND))
+    rows, start = [], time.time()
+    for title, module in _sections():
+        t = time.time()
+        print(f"\n== {title} " + "=" * (WIDTH - len(title) - 4), flush=True)
+        for row in module.checks(quick=args.quick):
+            rows.append(row)
+            print("\n".join(row.lines()), flush=True)
+        print(f"({module.__name__}: {time.time() - t:.1f}s)", flush=True)
 
-    failed = [r["claim"] for r in results if r["proved"] and not r["passed"]]
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=2, default=float)
-    if failed:
-        print(f"FAILED: {len(failed)} proved claim(s) did not hold: {', '.join(failed)}")
+            json.dump([r.to_json() for r in rows], f, indent=1, default=float)
+    counts = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    summary = ", ".join(f"{v} {k}" for k, v in counts.items())
+    fatal = [r.id for r in rows if r.fatal]
+    print(f"\n{len(rows)} rows in {time.time() - start:.0f}s: {summary}")
+    if fatal:
+        print(f"FAILED: {', '.join(fatal)}")
         return 1
-    print(f"all {len(results)} proved claims held")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Gradient descent on deep linear networks: residual ``(I + A_ℓ)···(I + A_1)`` against the
 standard parameterization ``W_ℓ···W_1``, both from small random initialisation (Section 2 of
-Hardt & Ma; the contrast with Kawaguchi 2016 in NOTES.md).
+Hardt & Ma; Kawaguchi (2016) shows that ``W = 0`` is a saddle of the standard parameterization, with
+zero curvature for ``ℓ ≥ 3``, where gradient descent from small initialisation stalls).
 
     python -m theory.linear_experiment --out DIR [--depths 1 2 4 ...] [--steps N] [--quick]
 

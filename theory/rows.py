@@ -1,0 +1,79 @@
+"""One row of `python -m theory.check`: a statement of the paper, what was measured, the verdict.
+
+Three kinds of statement:
+  proved     a statement with a proof (the paper's, or the paper's with a slip corrected).  PASS if
+             the measured quantity met its condition on every instance, else FAIL (exit status 1).
+  printed    a statement as the paper prints it that a counterexample refutes.  REFUTED when the
+             counterexample is found (the row then names it, and `corrected_by` the row that holds);
+             NOT REFUTED otherwise, which means the check lost its counterexample (exit status 1).
+  empirical  a question without a proof (e.g. whether a constant suffices).  HOLDS or DOES NOT HOLD,
+             reported, never fatal.
+Every row names the quantity it reports (`quantity`), its worst value over the instances (`worst`:
+the true worst error or slack, not a tolerance) and the condition it must meet (`holds_if`).
+"""
+import dataclasses
+import textwrap
+
+WIDTH = 120
+STATUS = {("proved", True): "PASS", ("proved", False): "FAIL",
+          ("printed", False): "REFUTED", ("printed", True): "NOT REFUTED",
+          ("empirical", True): "HOLDS", ("empirical", False): "DOES NOT HOLD"}
+
+
+@dataclasses.dataclass
+class Row:
+    id: str                  # "L3": section letter and number
+    claim: str               # the statement, with the paper's reference
+    kind: str                # "proved" | "printed" | "empirical"
+    instances: int
+    quantity: str            # what `worst` is, e.g. "max rel. error"
+    worst: float
+    holds_if: str            # e.g. "<= 1e-9"
+    passed: bool             # the condition held on every instance
+    detail: list             # lines: sizes tried, counterexample, ...
+    seconds: float = 0.0
+    corrected_by: str = ""   # for a refuted printed statement: the id of the row that holds
+    timed_with: str = ""     # rows measured in the same run as this one (one time for all)
+
+    @property
+    def status(self):
+        return STATUS[(self.kind, bool(self.passed))]
+
+    @property
+    def fatal(self):
+        return self.status in ("FAIL", "NOT REFUTED")
+
+    def lines(self):
+        """The row as text lines of at most WIDTH characters."""
+        out = textwrap.wrap(f"{self.status:<13} {self.id:<4} {self.claim}", WIDTH,
+                            subsequent_indent=" " * 19, break_long_words=True)
+        when = f"{self.seconds:.1f}s" + (f" for {self.timed_with}" if self.timed_with else "")
+        fig = f"n={self.instances}  {self.quantity} = {self.worst:.3g} (holds if {self.holds_if})  [{when}]"
+        if len(out) == 1 and len(out[0]) + 2 + len(fig) <= WIDTH:
+            out[0] += " " * (WIDTH - len(out[0]) - len(fig)) + fig
+        else:
+            out.extend(textwrap.wrap(fig, WIDTH, initial_indent=" " * 19, subsequent_indent=" " * 21,
+                                     break_long_words=True))
+        extra = ([f"refuted; the statement that holds: {self.corrected_by}"]
+                 if self.corrected_by and self.status == "REFUTED" else [])
+        for d in list(self.detail) + extra:
+            out.extend(textwrap.wrap(d, WIDTH, initial_indent=" " * 19,
+                                     subsequent_indent=" " * 21, break_long_words=True))
+        return out
+
+    def to_json(self):
+        return {**dataclasses.asdict(self), "status": self.status}
+
+
+def measure(fn, *args):
+    """Run ``fn(*args) -> Row`` (or a list of Rows computed together) and stamp each row with the
+    seconds it took (rows computed together share one time and say so)."""
+    import time
+    t = time.time()
+    out = fn(*args)
+    rows = out if isinstance(out, list) else [out]
+    for r in rows:
+        r.seconds = time.time() - t
+        if len(rows) > 1:
+            r.timed_with = f"{rows[0].id}-{rows[-1].id}"
+    return rows
