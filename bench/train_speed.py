@@ -24,8 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from resnet_nobn.config import TrainConfig  # noqa: E402
-from resnet_nobn.data import CIFAR, InMemoryInput  # noqa: E402
+from resnet_nobn.cifar import InMemoryInput  # noqa: E402
+from resnet_nobn.config import DATASETS, TrainConfig  # noqa: E402
 from resnet_nobn.model import ModelConfig  # noqa: E402
 from resnet_nobn.train import Trainer  # noqa: E402
 
@@ -115,7 +115,7 @@ def pipeline_throughput(args):
     train = (rng.integers(0, 256, (50_000, 32, 32, 3), dtype=np.uint8),
              rng.integers(0, 100, 50_000).astype(np.int32))
     test = (train[0][:100], train[1][:100])
-    pipe = InMemoryInput(CIFAR["cifar100"], train, test, seed=0)
+    pipe = InMemoryInput(DATASETS["cifar100"], train, test, seed=0)
     ctx = tf.distribute.InputContext(1, 0, 1)
     ds = pipe.train_dataset(ctx, 128, start_step=0)
     it = iter(ds)

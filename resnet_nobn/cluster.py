@@ -1,7 +1,9 @@
-"""Multi-worker helpers for the trainer: TF_CONFIG checks and a MultiWorkerMirroredStrategy that
-fails in bounded time.
+"""Where a run trains: the tf.distribute strategy, its devices, which worker is the chief, and
+multi-worker training that fails in bounded time.
 
-Every worker runs the same command with its own TF_CONFIG, e.g. on the first of two machines
+Strategy `auto`: MultiWorkerMirroredStrategy when TF_CONFIG is set, MirroredStrategy over several
+GPUs, else one device. Every worker of a multi-worker run runs the same command with its own
+TF_CONFIG, e.g. on the first of two machines
 
     TF_CONFIG='{"cluster": {"worker": ["10.0.0.1:12345", "10.0.0.2:12345"]},
                 "task": {"type": "worker", "index": 0}}'
@@ -20,6 +22,8 @@ the user sees (a UserError: one line, exit status 2):
   * a peer dies during training: the coordination service's heartbeat notices within
     RESNET_NOBN_HEARTBEAT_TIMEOUT seconds (default 30) and the collectives of the other workers
     fail; the run stops with the error and can be restarted from the last checkpoint.
+
+TensorFlow is imported inside the functions that need it: the command line checks TF_CONFIG first.
 """
 import json
 import os
@@ -28,7 +32,90 @@ import socket
 import sys
 import tempfile
 
-from resnet_nobn.config import UserError
+from resnet_nobn.config import STRATEGIES
+from resnet_nobn.errors import UserError
+
+# --------------------------------------------------------------------------------------------
+# The strategy, its devices and the chief
+
+
+def wants_multi_worker(strategy_name):
+    """Whether --strategy=`strategy_name` means a multi-worker run (auto: when TF_CONFIG is set)."""
+    return strategy_name == "multi_worker" or (strategy_name == "auto"
+                                               and bool(os.environ.get("TF_CONFIG")))
+
+
+def probe_devices():
+    """Lists the physical devices once, so that TensorFlow's device start-up (and its log lines)
+    happens here; it does not initialise the context, so collective ops can still be set up."""
+    import tensorflow as tf
+    return tf.config.list_physical_devices()
+
+
+def make_strategy(name):
+    """The tf.distribute strategy of --strategy=`name` (see the module docstring for auto)."""
+    import tensorflow as tf
+    if wants_multi_worker(name):
+        # Before anything initialises TensorFlow's context (listing logical devices does):
+        # collective ops must be configured at startup.
+        return make_multi_worker_strategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    if name == "auto":
+        name = "mirrored" if len(gpus) > 1 else "one_device"
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
+    if name == "mirrored":
+        cpus = tf.config.list_logical_devices("CPU")
+        if not gpus and len(cpus) < 2:  # mirrored over CPUs only where they were split on purpose
+            raise UserError("--strategy=mirrored found no GPU: install TensorFlow's CUDA libraries "
+                            "with `python -m pip install -r requirements-gpu.txt` (check with "
+                            "nvidia-smi that the driver sees the GPUs), or train on the CPU with "
+                            "--strategy=one_device")
+        return tf.distribute.MirroredStrategy([d.name for d in gpus] or [d.name for d in cpus])
+    raise UserError(f"unknown --strategy={name}; choose one of {', '.join(STRATEGIES)}")
+
+
+def devices_of(strategy):
+    """('GPU' or 'CPU', number of replicas on this worker, description) of what `strategy` uses."""
+    import tensorflow as tf
+    names = list(strategy.extended.worker_devices)
+    kind = "GPU" if any("GPU" in n.upper() for n in names) else "CPU"
+    detail = ""
+    if kind == "GPU":
+        gpus = tf.config.list_physical_devices("GPU")
+        models = {tf.config.experimental.get_device_details(g).get("device_name", "?") for g in gpus}
+        detail = f" ({', '.join(sorted(models))})"
+    elif not tf.config.list_physical_devices("GPU"):
+        detail = " (no GPU found)"
+    return kind, len(names), (f"training on {len(names)} {kind}{'s' if len(names) > 1 else ''}"
+                              f"{detail}: {type(strategy).__name__}, "
+                              f"{strategy.num_replicas_in_sync} replica(s) in all")
+
+
+def is_chief(strategy):
+    """Whether this process writes model_dir: the only one, the `chief` task, or worker 0."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def task_id(strategy):
+    """This worker's index in its job (0 without a cluster)."""
+    return getattr(getattr(strategy, "cluster_resolver", None), "task_id", 0) or 0
+
+
+def is_multi_worker(strategy):
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return bool(resolver is not None and resolver.cluster_spec().jobs)
+
+
+# --------------------------------------------------------------------------------------------
+# Multi-worker: TF_CONFIG, the connection, preemption and failed peers
+
 
 TIMEOUTS = {"RESNET_NOBN_CONNECT_TIMEOUT": 180.0, "RESNET_NOBN_HEARTBEAT_TIMEOUT": 30.0}  # seconds
 
@@ -190,11 +277,6 @@ def _first_line(e):
     skip = ("Graph execution error", "Detected at node", "File ", "Traceback", "[[", "{{")
     useful = [line for line in lines if not line.startswith(skip)]
     return (useful or lines or [type(e).__name__])[0][:200]
-
-
-def is_multi_worker(strategy):
-    resolver = getattr(strategy, "cluster_resolver", None)
-    return bool(resolver is not None and resolver.cluster_spec().jobs)
 
 
 class Preempted(UserError):

@@ -1,20 +1,23 @@
-"""The run configuration: frozen dataclasses, made once from the flags by `run/*.py`, and the facts
-they are checked against (datasets, choices, the paper's recipes).
+"""The run configuration: frozen dataclasses, the facts they are checked against, and the checks.
 
-The model, input pipeline and training loop read only these objects, never absl FLAGS, so they
-import and test without a command line. This module imports no TensorFlow, so the command line is
-parsed and checked before TensorFlow is loaded.
+Each field carries its command-line help, unit and bounds (`dataclasses.field(metadata=...)`):
+resnet_nobn/cli.py makes one flag of each, with its default from a recipe (resnet_nobn/recipes.py;
+the dataclass defaults are the paper's CIFAR recipe, Table 1 and Section 4), and every value is
+checked here when a config is made (`_check`, then ModelConfig's checks across fields), with
+messages in the words of the command line. The model, input pipeline and training loop read
+only these objects, never absl FLAGS, so they import and test without a command line.
+This module imports no TensorFlow, so the command line is parsed and checked before TensorFlow
+is loaded.
 """
 import dataclasses
 import json
 import math
 
-
-class UserError(Exception):
-    """Bad input or a failed run the user can fix: reported as one line, exit status 2."""
-
-
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
+NORMS = ("none", "batch")
+INITS = ("identity", "standard", "he", "fixup", "skipinit")
+HEADS = ("random", "trained")
+PRECISIONS = ("float32", "float16", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,9 +36,46 @@ DATASETS = {d.name: d for d in (
                 num_eval=50_000))}
 
 
-NORMS = ("none", "batch")
-INITS = ("identity", "standard", "he", "fixup", "skipinit")
-HEADS = ("random", "trained")
+def _positive_ints(values):
+    return len(values) > 0 and all(v > 0 for v in values)
+
+
+def _increasing_steps(values):
+    return all(v > 0 for v in values) and list(values) == sorted(set(values))
+
+
+INTS = (_positive_ints, "must be a comma list of positive integers, e.g. 64,128,256")
+
+
+def option(default, help, unit=None, lower=None, upper=None, choices=None, check=None, **flag):
+    """A field that is a command-line option: `help` and `unit` for --help; `lower`/`upper`
+    bounds, `choices`, and `check` = (predicate, message) are its checks; `flag` holds what only
+    the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage)."""
+    return dataclasses.field(default=default, metadata=dict(
+        help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, **flag))
+
+
+def options(cls):
+    """The fields of `cls` that are command-line options."""
+    return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+
+
+def _check(obj):
+    """ValueError, in the words of the command line, for the first option of `obj` that fails
+    its checks (finite, bounds, choices, `check`)."""
+    for f in options(obj):
+        m, v = f.metadata, getattr(obj, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"--{f.name} must be a finite number")
+        lower, upper = m["lower"], m["upper"]
+        if (lower is not None and v < lower) or (upper is not None and v > upper):
+            bounds = (f"in [{lower}, {upper}]" if None not in (lower, upper) else
+                      f"at least {lower}" if upper is None else f"at most {upper}")
+            raise ValueError(f"--{f.name}={v} must be {bounds}")
+        if m["choices"] and v not in m["choices"]:
+            raise ValueError(f"--{f.name}={v}: choose one of {', '.join(m['choices'])}")
+        if m["check"] and not m["check"][0](v):
+            raise ValueError(f"--{f.name} {m['check'][1]}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,38 +83,46 @@ class ModelConfig:
     """Architecture. The defaults are Table 1 for CIFAR-10."""
     num_classes: int = 10
     image_size: int = 32
-    widths: tuple = (64, 128, 256)
-    blocks_per_stage: tuple = (9, 9, 9)
-    strides: tuple = (1, 2, 2)
-    stem_width: int = 16
-    stem_kernel: int = 3
-    stem_stride: int = 1
+    widths: tuple = option((64, 128, 256), "Channels of each stage, comma list (Table 1: "
+                           "64,128,256).", "channels", check=INTS)
+    blocks_per_stage: tuple = option((9, 9, 9), "Residual blocks per stage: one number for all "
+                                     "stages, or a comma list with one entry per stage (Table 1: "
+                                     "9).", "blocks", check=INTS, one_for_all=True)
+    strides: tuple = option((1, 2, 2), "Stride of the first block of each stage, comma list.",
+                            check=INTS)
+    stem_width: int = option(16, "Output channels of the first, standard conv.", "channels",
+                             lower=1)
+    stem_kernel: int = option(3, "Kernel size of the first conv.", "pixels", lower=1)
+    stem_stride: int = option(1, "Stride of the first conv.", lower=1)
     kernel_size: int = 3
-    norm: str = "none"
-    init: str = "identity"
-    relu_leakiness: float = 0.1
-    head: str = "random"
-    head_seed: int = 0
+    norm: str = option("none", "none: the paper's normalization-free net; batch: the BN-ResNet "
+                       "baseline of the same shape (pre-activation blocks, He init).", choices=NORMS)
+    init: str = option("identity", "Residual conv init N(0, sigma^2): identity sigma=1/(k^2 c) "
+                       "(the paper's), standard 1/(k sqrt c), he sqrt(2/(k^2 c)); auto = identity "
+                       "with --norm=none, he with --norm=batch. Normalization-free baselines "
+                       "(--norm=none): fixup (Zhang et al. 2019) and skipinit (De & Smith 2020).",
+                       choices=INITS, flag_choices=("auto",) + INITS, flag_default="auto")
+    relu_leakiness: float = option(0.1, "Slope for x < 0 of every activation (leaky ReLU), in the "
+                                   "blocks and after the last block; 0.1 is the TensorFlow ResNet "
+                                   "code the paper forked, 0 a plain ReLU.", lower=0.0, upper=0.999)
+    head: str = option("random", "random: fixed random projection, never trained (the paper's); "
+                       "trained: an ordinary dense layer.", choices=HEADS)
+    head_seed: int = option(0, "Seed of the random-projection head.")
 
     def __post_init__(self):
+        _check(self)
         if not (len(self.widths) == len(self.blocks_per_stage) == len(self.strides)):
-            raise ValueError(
-                f"widths {self.widths}, blocks_per_stage {self.blocks_per_stage} and strides "
-                f"{self.strides} must have one entry per stage")
-        if self.norm not in NORMS or self.init not in INITS or self.head not in HEADS:
-            raise ValueError(f"norm/init/head must be in {NORMS}/{INITS}/{HEADS}")
+            raise ValueError("--widths, --strides and --blocks_per_stage need one entry per stage "
+                             "(--blocks_per_stage may be a single number)")
+        if list(self.widths) != sorted(self.widths) or self.stem_width > self.widths[0]:
+            raise ValueError("--widths must be non-decreasing and start at least at --stem_width "
+                             "(the shortcut zero-pads channels); e.g. --stem_width=8 --widths=8,16,32")
         if self.norm == "batch" and self.init in ("fixup", "skipinit"):
-            raise ValueError(f"init={self.init} is a normalization-free method: use it with norm=none")
-        if not 0.0 <= self.relu_leakiness < 1.0:
-            raise ValueError(f"relu_leakiness must be in [0, 1); got {self.relu_leakiness}")
-        if min(self.widths) < 1 or min(self.blocks_per_stage) < 1:
-            raise ValueError("widths and blocks_per_stage must be positive")
-        if list((self.stem_width,) + tuple(self.widths)) != sorted((self.stem_width,) + tuple(self.widths)):
-            raise ValueError("the zero-padding shortcut needs non-decreasing widths, the first "
-                             f"at least stem_width={self.stem_width}; got {self.widths}")
+            raise ValueError("--init=fixup and --init=skipinit are normalization-free methods: use "
+                             "them with --norm=none")
         size = math.ceil(self.image_size / self.stem_stride)  # 'same' convolutions
         for i, stride in enumerate(self.strides):
-            if not 1 <= stride <= size:  # the shortcut's VALID average pool needs stride <= size
+            if not stride <= size:  # the shortcut's VALID average pool needs stride <= size
                 raise ValueError(f"stride {stride} of stage {i + 1} does not fit its {size}x{size} "
                                  "feature map; lower --strides or --stem_stride")
             size = math.ceil(size / stride)
@@ -87,50 +135,70 @@ def resolve_init(init, norm):
     return init
 
 
-# The paper's ImageNet recipe (Section 4.2) as flag defaults of run/imagenet_train.py; the model is
-# the ResNet-34 variant of resnet_nobn/imagenet.py. "0.94 every two epochs" at global batch 256:
-# one epoch is 1,281,167 / 256 = 5,004.56 steps, so the rate is multiplied by 0.94 every 10,009.
-IMAGENET_MODEL = dict(widths=(84, 168, 336, 672), blocks_per_stage=(3, 4, 6, 3),
-                      strides=(2, 2, 2, 2), stem_width=84, stem_kernel=7, stem_stride=2)
-LR_DECAY_EVERY = int(2 * DATASETS["imagenet2012"].num_train / 256)   # 10,009
-IMAGENET_RECIPE = dict(dataset="imagenet2012", batch_size=256, learning_rate=0.1,
-                       lr_boundaries=(), lr_decay_factor=0.94, lr_decay_every=LR_DECAY_EVERY,
-                       train_steps=700_000, weight_decay=1e-4, eval_every=10_000,
-                       checkpoint_every=1_000, log_every=100)
-
-
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
+    """One run. The defaults are the paper's CIFAR recipe (Section 4): SGD with momentum 0.9,
+    batch 128, weight decay 1e-4, learning rate 0.05 divided by 10 at 30k and 50k steps."""
     model: ModelConfig = ModelConfig()
     # data
-    dataset: str = "cifar10"
-    data_dir: str | None = None          # tfds data_dir; None = tfds' default
-    use_synthetic_data: bool = False
-    crop_padding: int = 2                # pixels a side before the random crop (the fork's: 2)
-    # optimization (Section 4: SGD momentum 0.9, batch 128, wd 1e-4, lr 0.05 /10 at 30k and 50k)
-    train_steps: int = 60_000
-    batch_size: int = 128                # global, over all replicas and workers
-    learning_rate: float = 0.05
-    lr_boundaries: tuple = (30_000, 50_000)
-    lr_decay_factor: float = 0.1         # multiplied in at each boundary / every lr_decay_every steps
-    lr_decay_every: int = 0              # >0: exponential staircase (ImageNet: 0.94 every 2 epochs)
-    warmup_steps: int = 0
-    momentum: float = 0.9
-    weight_decay: float = 1e-4           # on convolution kernels only, as wd * sum(||W||^2) / 2
-    clip_norm: float = 0.0               # >0: clip the gradient's global norm to this (paper: none)
-    seed: int = 0
+    dataset: str = option("cifar10", "Dataset, read through tensorflow-datasets.",
+                          choices=tuple(DATASETS))
+    data_dir: str | None = option(None, "tfds data directory holding the prepared dataset (default: "
+                           "tfds' own, ~/tensorflow_datasets, where tfds may download CIFAR).")
+    use_synthetic_data: bool = option(False, "Random images of the right shape, no I/O: for smoke "
+                                      "runs and speed measurements.")
+    crop_padding: int = option(2, "CIFAR training augmentation: zero pixels added on each side "
+                               "before the random crop back to 32x32 (the forked code's: 2, i.e. "
+                               "36x36).", "pixels", lower=0)
+    # optimization
+    train_steps: int = option(60_000, "Training steps (global batches).", "steps", lower=1)
+    batch_size: int = option(128, "Global batch size (images per step over all replicas and "
+                             "workers); must be a multiple of the number of replicas.", "images",
+                             lower=1)
+    learning_rate: float = option(0.05, "Initial learning rate.",
+                                  check=(lambda v: v > 0, "must be positive"))
+    lr_boundaries: tuple = option((30_000, 50_000), "Steps at which the learning rate is "
+                                  "multiplied by --lr_decay_factor, increasing comma list (may be "
+                                  "empty).", "steps", check=(_increasing_steps, "must be positive, "
+                                  "strictly increasing steps, e.g. 30000,50000"))
+    lr_decay_factor: float = option(0.1, "Factor applied at each boundary, or every "
+                                    "--lr_decay_every steps.", lower=0.0, upper=1.0)
+    lr_decay_every: int = option(0, "If > 0: multiply the rate by --lr_decay_factor every this "
+                                 "many steps (exponential staircase), instead of at "
+                                 "--lr_boundaries.", "steps", lower=0)
+    warmup_steps: int = option(0, "Linear learning-rate warm-up (the paper: 0).", "steps", lower=0)
+    momentum: float = option(0.9, "SGD momentum.", lower=0.0, upper=1.0)
+    weight_decay: float = option(1e-4, "L2 weight decay on conv kernels only: adds "
+                                 "wd * sum ||W||^2 / 2 to the loss.", lower=0.0)
+    clip_norm: float = option(0.0, "If > 0: clip the gradient to this global L2 norm before the "
+                              "update (the paper: no clipping).", lower=0.0)
+    seed: int = option(0, "Seed of the weight init and of the data order/augmentation.")
     # bookkeeping
-    model_dir: str = "/tmp/resnet_nobn"
-    eval_every: int = 5_000
-    eval_steps: int = 0                  # 0 = the whole test split
-    eval_only: bool = False
-    checkpoint_every: int = 1_000
-    log_every: int = 100
-    steps_per_loop: int = 0              # steps per compiled loop (one host read); 0 = log_every
-    strategy: str = "auto"
+    model_dir: str = option("/tmp/resnet_nobn", "Directory for checkpoints, TensorBoard "
+                            "summaries, config.json and results.json; re-running resumes from it.")
+    eval_every: int = option(5_000, "Evaluate every this many steps (and at the end).", "steps",
+                             lower=1)
+    eval_steps: int = option(0, "Evaluate on at most this many test batches (0: the whole test "
+                             "split).", "global batches", lower=0)
+    eval_only: bool = option(False, "Evaluate the latest checkpoint in --model_dir and exit.")
+    checkpoint_every: int = option(1_000, "Save a checkpoint every this many steps (and at the "
+                                   "end); a crash loses at most this much work.", "steps", lower=1)
+    log_every: int = option(100, "Print progress and write training summaries every this many "
+                            "steps.", "steps", lower=1)
+    steps_per_loop: int = option(0, "Training steps run on the device per host round-trip (one "
+                                 "compiled tf.range loop, one reduction of the metrics); 0 = "
+                                 "--log_every. A loop also ends at every log, checkpoint and "
+                                 "evaluation step.", "steps", lower=0)
+    strategy: str = option("auto", "tf.distribute strategy; auto: multi_worker if TF_CONFIG is "
+                           "set, mirrored with several GPUs, else one_device.", choices=STRATEGIES)
     # speed
-    xla: bool = False
-    mixed_precision: str = "float32"     # float32 | float16 | bfloat16
+    xla: bool = option(False, "Compile the forward and backward pass with XLA.")
+    mixed_precision: str = option("float32", "Compute dtype of the network (variables, head and "
+                                  "loss stay float32; float16 uses loss scaling).",
+                                  choices=PRECISIONS)
+
+    def __post_init__(self):
+        _check(self)
 
     def to_json(self):
         return json.loads(json.dumps(dataclasses.asdict(self)))
@@ -144,45 +212,6 @@ class TrainConfig:
                                            for k, v in d.items()})
 
 
-# What trained where the paper's recipe diverged, measured on real images (docs/stability.md:
-# Fashion-MNIST as a CIFAR-10 directory, widths 16,32,64, batch 32, 500 steps, at 1 and 9 blocks per
-# stage). (kind, deep) -> the largest stable learning rate without clipping, and, where measured,
-# a gradient-norm clip with the largest rate that trained with it. kind: the init without BN
-# (standard and he were not measured: the paper's identity row is used), 'batch' with BN.
-STABLE_SETTINGS = {
-    ("identity", False): dict(learning_rate=0.02, clip_norm=1.0, clipped_learning_rate=0.1),
-    ("identity", True): dict(learning_rate=0.02, clip_norm=1.0, clipped_learning_rate=0.1),
-    ("fixup", False): dict(learning_rate=0.02),
-    ("fixup", True): dict(learning_rate=0.02),
-    ("skipinit", False): dict(learning_rate=0.05),
-    ("skipinit", True): dict(learning_rate=0.05),
-    ("batch", False): dict(learning_rate=0.1),
-    ("batch", True): dict(learning_rate=0.1),
-}
-
-
-def retry_advice(cfg: "TrainConfig") -> str:
-    """The flags a diverged run of `cfg` should be re-run with, as `--flag=value` tokens.
-
-    From the measured STABLE_SETTINGS of its kind and depth: first the gradient clip that kept the
-    paper's rate (and the rate, if above the largest measured with it); if the run already clipped,
-    half its clip and a rate no higher than the largest stable one nor half the one that diverged.
-    """
-    kind = "batch" if cfg.model.norm == "batch" else (
-        cfg.model.init if cfg.model.init in ("fixup", "skipinit") else "identity")
-    measured = STABLE_SETTINGS[(kind, max(cfg.model.blocks_per_stage) > 3)]
-    flags = {}
-    if cfg.clip_norm == 0 and measured.get("clip_norm"):
-        flags["clip_norm"] = measured["clip_norm"]
-        if cfg.learning_rate > measured["clipped_learning_rate"]:
-            flags["learning_rate"] = measured["clipped_learning_rate"]
-    else:
-        flags["learning_rate"] = min(measured["learning_rate"], cfg.learning_rate / 2)
-        if cfg.clip_norm:
-            flags["clip_norm"] = cfg.clip_norm / 2
-    return " ".join(f"--{k}={float(f'{v:.3g}')}" for k, v in flags.items())
-
-
 def config_diffs(old: dict, new: dict, fields=()):
     """`name: old there, new here` for each of `fields` and each model field where the JSON forms
     of two configurations (a saved config.json and `TrainConfig.to_json()`) differ."""
@@ -192,23 +221,3 @@ def config_diffs(old: dict, new: dict, fields=()):
     old_model = old.get("model") or {}
     return diffs + [f"{k}: {old_model.get(k)} there, {v} here"
                     for k, v in new["model"].items() if old_model.get(k) != v]
-
-
-def learning_rate(step, cfg: TrainConfig):
-    """The learning rate at `step`, a pure function of the step (works on Python ints and tensors).
-
-    Linear warm-up over `warmup_steps` (0 in the paper), then either a piecewise-constant schedule
-    (`lr * decay_factor ** #boundaries passed`: CIFAR, 0.05 / 10 at 30k and 50k) or, when
-    `lr_decay_every > 0`, an exponential staircase (`lr * decay_factor ** floor(step / every)`:
-    ImageNet, 0.1 * 0.94 every two epochs).
-    """
-    import tensorflow as tf
-    step = tf.cast(step, tf.float32)
-    if cfg.lr_decay_every > 0:
-        decays = tf.floor(step / cfg.lr_decay_every)
-    else:
-        decays = tf.add_n([tf.cast(step >= b, tf.float32) for b in cfg.lr_boundaries] + [0.0 * step])
-    lr = cfg.learning_rate * tf.pow(cfg.lr_decay_factor, decays)
-    if cfg.warmup_steps > 0:
-        lr = lr * tf.minimum(1.0, (step + 1.0) / cfg.warmup_steps)
-    return lr

@@ -16,7 +16,7 @@ a 3x3/2 max pool and stages of 3, 4, 6, 3 basic blocks of 64, 128, 256, 512 chan
 Trainable parameters (all conv kernels): 36,336,636, 1.8% above the paper's 35.7M. At ResNet-34's
 own widths the same network has 21,095,616; parameters grow with width^2, so matching 35.7M needs
 a factor sqrt(35.7 / 21.1) = 1.30; 84 = 64 * 1.3125 is the nearest multiple of 4 (80 gives 32.96M,
-88 gives 39.88M). `IMAGENET_MODEL` in resnet_nobn/config.py holds these.
+88 gives 39.88M). `recipes.imagenet()` (resnet_nobn/recipes.py) holds these.
 
 The data. tfds `imagenet2012`, prepared once from the two ILSVRC archives placed in tfds' manual
 directory (`<data_dir>/downloads/manual/`). Training: each worker reads its own subset of the
@@ -36,8 +36,9 @@ import os
 
 import tensorflow as tf
 
-from resnet_nobn import data
-from resnet_nobn.config import DATASETS, UserError
+from resnet_nobn.config import DATASETS
+from resnet_nobn.errors import UserError
+from resnet_nobn.pipeline import batch_and_prefetch, num_batches, pipeline_part
 
 NAME = "imagenet2012"
 INFO = DATASETS[NAME]
@@ -47,7 +48,6 @@ _MEAN = (0.485, 0.456, 0.406)
 _STD = (0.229, 0.224, 0.225)
 _EVAL_RESIZE = 256          # shorter side before the central 224 crop (224 / 0.875)
 _SHUFFLE_BUFFER = 10_000    # images, per worker
-_AUTOTUNE = tf.data.AUTOTUNE
 
 # --------------------------------------------------------------------------------------------
 # tfds
@@ -128,7 +128,7 @@ def preprocess_eval(encoded, size=INFO.image_size):
 
 
 class TfdsInput:
-    """ImageNet read through tfds, with the methods of data.InMemoryInput."""
+    """ImageNet read through tfds, with the methods of cifar.InMemoryInput."""
 
     def __init__(self, builder, seed, info=INFO, eval_split="validation", num_eval=None):
         """`num_eval`: size of `eval_split` (default: from the builder; tests with mock data,
@@ -158,12 +158,10 @@ class TfdsInput:
                 [tf.constant(worker_seed, tf.int64), i]), self.info.image_size)
             return image, tf.cast(example["label"], tf.int32)
 
-        return (ds.map(load, num_parallel_calls=_AUTOTUNE)
-                .batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
-                .prefetch(_AUTOTUNE))
+        return batch_and_prefetch(ds, load, ctx, global_batch)
 
     def num_eval_batches(self, global_batch):
-        return -(-self._num_eval // global_batch)
+        return num_batches(self._num_eval, global_batch)
 
     def eval_dataset(self, ctx: tf.distribute.InputContext, global_batch):
         """The validation split padded to whole global batches; padding has weight 0."""
@@ -173,18 +171,14 @@ class TfdsInput:
         ds = ds.map(lambda ex: (ex["image"], tf.cast(ex["label"], tf.int32), 1.0))
         first = ds.take(1)
         pad = first.map(lambda im, lab, w: (im, lab, 0.0)).repeat(total - n)
-        ds = data.pipeline_part(ds.concatenate(pad), global_batch, ctx)  # before decoding
+        ds = pipeline_part(ds.concatenate(pad), global_batch, ctx)  # before decoding
 
         def load(encoded, label, weight):
             return preprocess_eval(encoded, self.info.image_size), label, weight
 
-        return (ds.map(load, num_parallel_calls=_AUTOTUNE)
-                .batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
-                .prefetch(_AUTOTUNE))
+        return batch_and_prefetch(ds, load, ctx, global_batch)
 
 
 def make_input(cfg):
+    """The ImageNet input of `cfg` (UserError naming the archives if they are missing)."""
     return TfdsInput(prepare_builder(cfg.data_dir), cfg.seed)
-
-
-data.INPUTS[NAME] = (INFO, make_input)

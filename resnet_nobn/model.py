@@ -6,7 +6,7 @@ projection 256 x num_classes that is never trained. 55 convolutions, 13,538,736 
 parameters (the paper says 13.5M in Table 1, 13.59M in the text), all of them convolution kernels.
 
 ImageNet (Section 4.2) uses the same builder with the stage layout of the 34-layer ResNet; see
-`IMAGENET_RECIPE` in resnet_nobn/config.py.
+`recipes.imagenet()` in resnet_nobn/recipes.py.
 
 One builder makes the paper's model and the ablations / the usual baseline:
   norm='none'   the paper: block `x + C2(act(C1 x))`, no normalization anywhere.
@@ -37,7 +37,7 @@ import tensorflow as tf
 from keras import layers
 
 from resnet_nobn.blocks import ResidualBlock, leaky_relu
-from resnet_nobn.config import HEADS, INITS, NORMS, ModelConfig, resolve_init  # noqa: F401
+from resnet_nobn.config import ModelConfig
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
     """Standard deviations (C1, C2) of a residual branch's N(0, sigma^2) init (Section 4).

@@ -1,10 +1,14 @@
 """The run directory `model_dir`: its JSON files, and which checkpoint a re-run resumes from.
 
-`config.json` and `results.json` are written whole, atomically (`atomic_write_json`).
+`config.json` and `results.json` are written whole, atomically (`atomic_write_json`); a run is
+refused a `model_dir` whose `config.json` is of another architecture (`check_model_dir`); the
+chief holds `model_dir/.lock` while it runs (`locked`).
+
 `model_dir/ckpt/` holds tf.train.CheckpointManager's `ckpt-<step>` files (step 0 included, so a
 run that diverges early can restart from its initialisation) and `losses.json`: for each
-checkpoint, the training loss of the step after it, i.e. computed with the checkpoint's weights. When a run diverges, the trainer writes
-`model_dir/diverged.json` (the step and the `retry with:` advice). A re-run then resumes from:
+checkpoint, the training loss of the step after it, i.e. computed with the checkpoint's weights.
+When a run diverges, the trainer writes `model_dir/diverged.json` (the step and the `retry with:`
+advice). A re-run then resumes from:
 
   * the newest checkpoint that restores, skipping (and naming) any whose files are missing or
     unreadable; if `ckpt/` holds checkpoint files but none restores, the run stops (it never
@@ -14,7 +18,7 @@ checkpoint, the training loss of the step after it, i.e. computed with the check
     lowest loss recorded up to it, so not already on the way up; checkpoints after it are deleted,
     since the resumed run writes its own at those steps.
 
-This module reads and writes files only (no TensorFlow); the trainer does the restoring.
+This module reads and writes files only (no TensorFlow); resnet_nobn/checkpoints.py restores.
 """
 import contextlib
 import fcntl
@@ -26,6 +30,10 @@ import re
 import socket
 import subprocess
 import time
+
+from resnet_nobn.config import config_diffs
+from resnet_nobn.console import log
+from resnet_nobn.errors import UserError
 
 LOSSES = "losses.json"
 DIVERGED = "diverged.json"
@@ -56,11 +64,16 @@ def locked(model_dir):
         os.close(fd)  # releases the flock
 
 
-def atomic_write_json(path, obj):
+def atomic_write_text(path, text):
+    """Writes `path` whole or not at all: a reader never sees half a file."""
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, default=str)
+        f.write(text)
     os.replace(tmp, path)
+
+
+def atomic_write_json(path, obj):
+    atomic_write_text(path, json.dumps(obj, indent=2, default=str))
 
 
 def read_json(path):
@@ -71,6 +84,36 @@ def read_json(path):
     except (OSError, ValueError):
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def check_model_dir(cfg):
+    """Refuses a model_dir whose config.json is unreadable or of another architecture or dataset
+    than `cfg` (its checkpoints would not restore)."""
+    path = os.path.join(cfg.model_dir, "config.json")
+    if not os.path.exists(path):
+        return
+    old = read_json(path)
+    if old is None:
+        raise UserError(f"{path} is unreadable or not a JSON object; move it away or use a new "
+                        "--model_dir")
+    diffs = config_diffs(old, cfg.to_json(), fields=("dataset",))
+    if diffs:
+        raise UserError(f"--model_dir={cfg.model_dir} holds a run of a different architecture "
+                        f"({'; '.join(diffs)}); use a new --model_dir or the flags of that run")
+
+
+def previous_results(model_dir, chief):
+    """(history, wall time, rollbacks) of model_dir/results.json; an unreadable one is set aside
+    (by the chief) and said so, and the history starts anew."""
+    path = os.path.join(model_dir, "results.json")
+    old = read_json(path)
+    if old is None and os.path.exists(path) and chief:
+        aside = f"{path}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}"
+        os.replace(path, aside)
+        log(f"warning: {path} is unreadable; moved to {aside}, the history starts anew")
+    old = old or {}
+    history = [h for h in old.get("history") or [] if isinstance(h, dict) and "step" in h]
+    return history, float(old.get("wall_time_s") or 0.0), list(old.get("rollbacks") or [])
 
 
 def git_commit():
@@ -113,6 +156,10 @@ def record_loss(ckpt_dir, step, loss):
     """Records the training loss computed with the weights of the checkpoint of `step`."""
     losses = {s: l for s, l in read_losses(ckpt_dir).items() if s < step}
     losses[step] = loss
+    _write_losses(ckpt_dir, losses)
+
+
+def _write_losses(ckpt_dir, losses):
     atomic_write_json(os.path.join(ckpt_dir, LOSSES), {str(s): losses[s] for s in sorted(losses)})
 
 
@@ -148,13 +195,9 @@ def write_checkpoint_state(ckpt_dir, steps):
     """Rewrites tf.train.CheckpointManager's state file `checkpoint` to track `steps` (oldest
     first; the last is the latest), whatever it said before (it may be damaged)."""
     paths = [f"ckpt-{s}" for s in steps]
-    text = f'model_checkpoint_path: "{paths[-1]}"\n' + "".join(
-        f'all_model_checkpoint_paths: "{p}"\n' for p in paths)
-    path = os.path.join(ckpt_dir, "checkpoint")
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    atomic_write_text(os.path.join(ckpt_dir, "checkpoint"),
+                      f'model_checkpoint_path: "{paths[-1]}"\n'
+                      + "".join(f'all_model_checkpoint_paths: "{p}"\n' for p in paths))
 
 
 def delete_after(ckpt_dir, step):
@@ -164,6 +207,5 @@ def delete_after(ckpt_dir, step):
         for path in glob.glob(os.path.join(glob.escape(ckpt_dir), f"ckpt-{s}.*")):
             os.remove(path)
     if gone:
-        losses = {s: l for s, l in read_losses(ckpt_dir).items() if s <= step}
-        atomic_write_json(os.path.join(ckpt_dir, LOSSES), {str(s): losses[s] for s in sorted(losses)})
+        _write_losses(ckpt_dir, {s: l for s, l in read_losses(ckpt_dir).items() if s <= step})
     return gone

@@ -13,21 +13,18 @@ study. `tensorboard --logdir ROOT` compares the runs (HParams tab); `python run/
 --root=ROOT` prints the table. With --print_commands, nothing runs: one shell command per
 unfinished run is printed, to submit as one cluster job each. `--helpfull` lists the base flags.
 """
+import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
+
 import importlib.util
 import os
 import shlex
-import signal
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# Ctrl-C while the modules load: one line and exit 130 (run_flags.main_wrapper takes over after)
-signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
+from absl import app, flags, logging
 
-from absl import app, flags, logging  # noqa: E402
+from resnet_nobn import study
 
-from resnet_nobn import study  # noqa: E402
+REPO = _start.REPO
 
 
 def _dataset_from_argv(argv):
@@ -46,8 +43,8 @@ _spec = importlib.util.spec_from_file_location("_study_entry_point", ENTRY)
 _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
 TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
 
-from resnet_nobn import flags as run_flags  # noqa: E402
-from resnet_nobn.config import UserError  # noqa: E402
+from resnet_nobn import cli
+from resnet_nobn.errors import UserError
 
 flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
                     "experiment summary, and the report.")
@@ -93,7 +90,7 @@ def build_study():
         raise UserError("--model_dir is set per run by the study; use --root")
     if os.path.exists(FLAGS.root) and not os.path.isdir(FLAGS.root):
         raise UserError(f"--root={FLAGS.root} is a file, not a directory; give another path")
-    base = run_flags.config_from_flags(FLAGS)
+    base = cli.config_from_flags(FLAGS)
     stages = len(base.model.widths)
     norms = _choices(FLAGS.vary_norm or [FLAGS.norm], NORMS, "vary_norm")
     inits = _choices(FLAGS.vary_init or [FLAGS.init], ("auto",) + INITS, "vary_init")
@@ -151,7 +148,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.set_verbosity(logging.WARNING)
-    run_flags.main_wrapper(run)
+    cli.main_wrapper(run)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@
         --model_dir=/tmp/mw
 
 For trying multi-worker training out and for tests; a real cluster runs the training command once
-per machine (see the README). Every worker gets a free 127.0.0.1 port and the same cluster; worker
-0 is the chief. Each output line is prefixed with `[worker i]`. If a worker fails, the others are
+per machine (docs/imagenet_and_multiworker.md). Every worker gets a free 127.0.0.1 port and the
+same cluster; worker 0 is the chief. Each output line is prefixed with `[worker i]`. If a worker fails, the others are
 stopped and the launcher exits with the failed worker's status; it exits 0 when all succeed.
 Re-running the same command resumes from the last checkpoint in --model_dir.
 

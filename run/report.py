@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from resnet_nobn import study  # noqa: E402
+from resnet_nobn import report  # noqa: E402
 
 flags.DEFINE_string("root", None, "Root directory of the study (run/ablate.py --root).")
 flags.DEFINE_string("out_md", None, "Markdown file for the table (default: ROOT/report.md).")
@@ -31,7 +31,7 @@ def main(argv):
         print(f"error: --root={FLAGS.root} is not a directory", file=sys.stderr)
         sys.exit(2)
     try:
-        text, md, png = study.report(FLAGS.root, FLAGS.out_md, FLAGS.out_png)
+        text, md, png = report.report(FLAGS.root, FLAGS.out_md, FLAGS.out_png)
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

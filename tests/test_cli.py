@@ -32,6 +32,19 @@ def test_help_explains_every_flag():
         assert f"--{flag}:" in proc.stdout or f"--[no]{flag}:" in proc.stdout, flag
 
 
+def test_imagenet_flags_default_to_the_imagenet_recipe():
+    """run/imagenet_train.py differs from run/cifar_train.py only by its recipe (Section 4.2)."""
+    proc = run_cli("imagenet_train.py", "--helpfull")
+    defaults = {block.split(":")[0]: block for block in proc.stdout.split("\n  --")}
+    for flag, default in (("dataset", "imagenet2012"), ("widths", "84,168,336,672"),
+                          ("blocks_per_stage", "3,4,6,3"), ("strides", "2,2,2,2"),
+                          ("stem_width", "84"), ("stem_kernel", "7"), ("stem_stride", "2"),
+                          ("batch_size", "256"), ("learning_rate", "0.1"), ("lr_boundaries", ""),
+                          ("lr_decay_factor", "0.94"), ("lr_decay_every", "10009"),
+                          ("train_steps", "700000"), ("eval_every", "10000"), ("momentum", "0.9")):
+        assert f"(default: '{default}')" in defaults[flag], (flag, defaults.get(flag))
+
+
 def test_tiny_run_trains_resumes_and_writes_results(tmp_path):
     proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,5 @@
 """The ImageNet pieces: the model variant, the flag defaults, the tfds pipeline on mock data."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -8,16 +9,16 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from resnet_nobn import data, imagenet, model as model_lib
-from resnet_nobn.config import IMAGENET_MODEL, IMAGENET_RECIPE, UserError, learning_rate
+from resnet_nobn import data, imagenet, model as model_lib, recipes
+from resnet_nobn.errors import UserError
+from resnet_nobn.steps import learning_rate
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _imagenet_model_config(**overrides):
-    return model_lib.ModelConfig(num_classes=1000, image_size=224,
-                                 **{**IMAGENET_MODEL, **overrides})
+    return dataclasses.replace(recipes.imagenet().model, **overrides)
 
 
 def test_registered_dataset_info():
@@ -39,11 +40,10 @@ def test_model_variant_parameter_count():
 
 
 def test_schedule_defaults():
-    d = IMAGENET_RECIPE
-    assert d["batch_size"] == 256 and d["learning_rate"] == 0.1 and d["train_steps"] == 700_000
-    assert d["lr_decay_every"] == 10_009 == int(2 * 1_281_167 / 256)
-    from resnet_nobn.config import TrainConfig
-    tc = TrainConfig(learning_rate=0.1, lr_decay_factor=0.94, lr_decay_every=10_009)
+    tc = recipes.imagenet()
+    assert tc.batch_size == 256 and tc.learning_rate == 0.1 and tc.train_steps == 700_000
+    assert tc.lr_decay_every == 10_009 == int(2 * 1_281_167 / 256) and tc.lr_decay_factor == 0.94
+    assert tc.model.num_classes == 1000 and tc.model.image_size == 224
     assert float(learning_rate(10_008, tc)) == pytest.approx(0.1)
     assert float(learning_rate(10_009, tc)) == pytest.approx(0.094)
     assert float(learning_rate(20_018, tc)) == pytest.approx(0.1 * 0.94 ** 2)

@@ -32,7 +32,7 @@ from resnet_nobn import train
 _run = train.Trainer.run
 def run(self):
     out = _run(self)
-    np.savez(os.path.join(os.environ["DUMP_DIR"], f"task{self._task_id()}.npz"),
+    np.savez(os.path.join(os.environ["DUMP_DIR"], f"task{self.task_id}.npz"),
              *[np.asarray(v) for v in self.model.weights])
     return out
 train.Trainer.run = run

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from resnet_nobn import data, rundir
-from resnet_nobn.train import Trainer, clip_global_norm
+from resnet_nobn import cifar, rundir
+from resnet_nobn.steps import clip_global_norm
+from resnet_nobn.train import Trainer
 from tests.helpers import tiny_config
 
 
@@ -18,7 +19,7 @@ def test_crop_shifts_by_at_most_the_padding(padding):
     image = tf.ones((32, 32, 3), tf.uint8)
     shifts = set()
     for s in range(40):
-        out = data.augment_cifar(image, tf.constant([7, s], tf.int64), padding).numpy()
+        out = cifar.augment(image, tf.constant([7, s], tf.int64), padding).numpy()
         assert out.shape == (32, 32, 3)
         rows = np.where(out[:, 16, 0] > 0)[0]
         shifts.add(32 - len(rows))
@@ -38,12 +39,12 @@ def test_clipping_over_two_replicas_clips_the_summed_gradient():
 def test_training_writes_branch_norm_and_update_ratio_summaries(tmp_path):
     cfg = tiny_config(tmp_path, train_steps=4, log_every=2, learning_rate=0.05, clip_norm=1.0)
     trainer = Trainer(cfg)
-    norms = trainer.branch_norms()
+    norms = trainer.monitor.branch_norms()
     # at init the paper's branches are tiny next to the identity (sigma = 1/(k^2 c))
     assert set(norms) == {"stage1_block1", "stage2_block1", "stage3_block1"}
     assert all(0 < r < 0.05 for r in norms.values()), norms
     trainer.run()
-    ratios = trainer.update_ratios()
+    ratios = trainer.monitor.update_ratios()
     assert set(ratios) == {"stem", "stage1", "stage2", "stage3"} and all(r > 0 for r in ratios.values())
     tags = set()
     for path in (tmp_path / "train").iterdir():
@@ -78,7 +79,7 @@ def test_a_checkpoint_on_the_way_to_a_blow_up_is_not_resumed_from(tmp_path):
 
 
 def test_retry_advice_clips_first_then_lowers_the_rate_never_raising_it():
-    from resnet_nobn.config import retry_advice
+    from resnet_nobn.recipes import retry_advice
 
     def advice(**kw):
         return dict(t[2:].split("=") for t in retry_advice(tiny_config("/x", **kw)).split())

@@ -1,4 +1,5 @@
-"""The study runner (run/ablate.py), its library (resnet_nobn/study.py) and the report."""
+"""The study runner (run/ablate.py), its library (resnet_nobn/study.py) and the report
+(run/report.py, resnet_nobn/report.py)."""
 import dataclasses
 import json
 import os
@@ -8,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import run_cli, tiny_config
-from resnet_nobn import study
+from resnet_nobn import report, study
 
 TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
         "--batch_size=16", "--learning_rate=0.01", "--eval_every=2", "--log_every=2",
@@ -118,7 +119,7 @@ def test_report_groups_seeds_and_sets_the_paper_row_beside_the_papers_configurat
     _fake_run(root, "ours", 2, 0.06)
     _fake_run(root, "std", 0, 0.10, init="standard")
     _fake_run(root, "short", 0, 0.50, steps=50, init="he", norm="batch")
-    text, md, png = study.report(root)
+    text, md, png = report.report(root)
     rows = [l for l in text.splitlines() if l.startswith("| cifar10")]
     assert len(rows) == 3
     ours = next(r for r in rows if "none / identity / random / 9" in r)
@@ -181,7 +182,7 @@ def test_report_names_only_the_seeds_with_a_result_and_the_advice_of_a_diverged_
         f.write("")  # unreadable
     with open(os.path.join(seed1, "diverged.json"), "w") as f:
         json.dump({"step": 66, "retry_with": "--learning_rate=0.01"}, f)
-    text, _, _ = study.report(root)
+    text, _, _ = report.report(root)
     (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
     assert "| 0 (of 0,1) |" in row and "±" not in row
     assert "seed 1 at step 66; retry with: --learning_rate=0.01" in text
@@ -199,7 +200,7 @@ def test_report_takes_rows_without_eval_loss_and_marks_malformed_results(tmp_pat
     bad = os.path.join(root, "ours", "seed-1", "results.json")
     results["history"] = [1, 2]  # parses, but its rows are not rows
     json.dump(results, open(bad, "w"))
-    text, _, _ = study.report(root)
+    text, _, _ = report.report(root)
     (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
     assert "| 0 (of 0,1) |" in row and "7.00" in row
     assert "unreadable results.json" in text

@@ -8,8 +8,9 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from resnet_nobn import train
-from resnet_nobn.config import UserError, learning_rate
-from resnet_nobn.train import Trainer, TrainingDiverged
+from resnet_nobn.errors import TrainingDiverged, UserError
+from resnet_nobn.steps import learning_rate
+from resnet_nobn.train import Trainer
 from tests.helpers import tiny_config
 
 
@@ -68,7 +69,7 @@ def test_head_never_changes_and_is_restored_from_the_checkpoint(tmp_path):
     # evaluation uses the checkpoint's matrix, whatever the freshly built model holds
     fresh = Trainer(tiny_config(tmp_path, train_steps=5))
     fresh.model.get_layer("head").projection.assign(tf.zeros_like(head0))
-    fresh.restore()
+    fresh.checkpoints.restore()
     np.testing.assert_array_equal(fresh.model.get_layer("head").projection.numpy(), head0)
 
 
@@ -86,7 +87,7 @@ def test_resumed_run_equals_uninterrupted_run_on_tfds_data(tmp_path):
         first = Trainer(tiny_config(tmp_path / "b", **{**kw, "train_steps": 3}))
         first.run()
         resumed = Trainer(tiny_config(tmp_path / "b", **kw))
-        assert resumed.restore() is not None and resumed.step == 3
+        assert resumed.checkpoints.restore() is not None and resumed.step == 3
         resumed.run()
     assert resumed.step == straight.step == 8
     for a, b in zip(_weights(straight), _weights(resumed)):

@@ -1,0 +1,135 @@
+"""CIFAR-10/100 input (Section 4): tfds, held in memory, augmented as in the TensorFlow ResNet code.
+
+Training augmentation (cifar_input.py of tensorflow/models/resnet, which the paper forked): zero-pad
+to 36x36 (`image_size + 4`, `crop_padding=2` pixels a side), random 32x32 crop, random horizontal
+flip, per-image standardisation. The test split is only standardised.
+
+Determinism and resuming. CIFAR fits in memory (50,000 x 32x32x3 bytes), so the training stream is a
+pure function of (seed, step): epoch e visits the examples in the order of a stateless permutation
+seeded by (seed, e), and the example at stream position p is augmented with stateless randomness
+seeded by (seed, p). A run resumed at step s starts the stream at position s * batch_size, so it
+sees exactly the batches the uninterrupted run would have seen, on any number of replicas
+(resnet_nobn/pipeline.py).
+"""
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
+from resnet_nobn.errors import UserError
+from resnet_nobn.pipeline import batch_and_prefetch, num_batches, pipeline_part
+
+NAMES = ("cifar10", "cifar100")
+
+
+def prepare_tfds_builder(name, data_dir):
+    """Returns a prepared tfds builder, or raises UserError saying how to get the data.
+
+    With an explicit `data_dir` nothing is downloaded: the data must already be there. Without
+    one, tfds' default directory is used and tfds may download (CIFAR) into it.
+    """
+    import tensorflow_datasets as tfds
+    if data_dir is not None and not os.path.isdir(data_dir):
+        raise UserError(f"--data_dir={data_dir} is not a directory; create it with "
+                        f"`tfds build {name} --data_dir={data_dir}` or point it at a tfds data dir")
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+        prepared = builder.is_prepared()
+    except Exception as e:  # noqa: BLE001 -- a damaged dataset_info.json and the like
+        raise UserError(f"the {name} files in --data_dir={data_dir} are damaged ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:120] if str(e) else ''}); prepare it again with "
+                        f"`tfds build {name} --data_dir=DIR`") from None
+    if prepared:
+        return builder
+    prepare = (f"prepare it on a machine with internet access with `tfds build {name} "
+               f"--data_dir=DIR` and copy DIR here (or pass its path with --data_dir)")
+    if data_dir is not None:
+        raise UserError(f"no prepared {name} in --data_dir={data_dir} "
+                        f"(expected {builder.data_dir}); {prepare}")
+    try:
+        builder.download_and_prepare()
+    except Exception as e:  # noqa: BLE001 -- any download failure is reported the same way
+        raise UserError(f"could not download {name} ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:160]}); {prepare}") from None
+    return builder
+
+
+def load_split(builder, split):
+    """A whole tfds split as numpy arrays (images uint8 NHWC, labels int32)."""
+    import tensorflow_datasets as tfds
+    images, labels = [], []
+    for im, lab in tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True).batch(4096)):
+        images.append(im)
+        labels.append(lab)
+    return np.concatenate(images), np.concatenate(labels).astype(np.int32)
+
+
+def standardize(image):
+    """Per-image standardisation (zero mean, unit variance), float32."""
+    return tf.image.per_image_standardization(tf.cast(image, tf.float32))
+
+
+def augment(image, seed, padding):
+    """Zero-pad `padding` pixels a side, random crop back to size, random flip; stateless
+    randomness from `seed` (2 ints)."""
+    size = image.shape[0]
+    seeds = tf.random.experimental.stateless_split(seed, 2)
+    image = tf.image.resize_with_crop_or_pad(image, size + 2 * padding, size + 2 * padding)
+    image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seeds[0])
+    return tf.image.stateless_random_flip_left_right(image, seed=seeds[1])
+
+
+class InMemoryInput:
+    """A dataset held in memory (CIFAR), read through tfds; the stream is a function of the step."""
+
+    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2):
+        self.info, self.seed, self.crop_padding = info, seed, crop_padding
+        self._train_images, self._train_labels = train
+        self._test_images, self._test_labels = test
+
+    def train_dataset(self, ctx: tf.distribute.InputContext, global_batch, start_step):
+        n, seed, padding = len(self._train_labels), self.seed, self.crop_padding
+        images = tf.constant(self._train_images)
+        labels = tf.constant(self._train_labels)
+
+        def epoch(e):
+            order = tf.random.experimental.stateless_shuffle(
+                tf.range(n, dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), e]))
+            return tf.data.Dataset.from_tensor_slices(tf.stack([e * n + tf.range(n, dtype=tf.int64),
+                                                                order], axis=1))
+
+        start = start_step * global_batch
+        ds = tf.data.Dataset.range(start // n, 2 ** 40).flat_map(epoch).skip(start % n)
+
+        def load(t):
+            pos, idx = t[0], t[1]
+            image = augment(tf.gather(images, idx), tf.stack([tf.constant(seed, tf.int64), pos]),
+                            padding)
+            return standardize(image), tf.gather(labels, idx)
+
+        return batch_and_prefetch(pipeline_part(ds, global_batch, ctx), load, ctx, global_batch)
+
+    def num_eval_batches(self, global_batch):
+        return num_batches(len(self._test_labels), global_batch)
+
+    def eval_dataset(self, ctx: tf.distribute.InputContext, global_batch):
+        """The test split padded to whole global batches; padding has weight 0."""
+        n = len(self._test_labels)
+        total = self.num_eval_batches(global_batch) * global_batch
+        images = tf.constant(self._test_images)
+        labels = tf.constant(self._test_labels)
+        ds = pipeline_part(tf.data.Dataset.range(total), global_batch, ctx)
+
+        def load(i):
+            j = tf.minimum(i, n - 1)
+            return standardize(tf.gather(images, j)), tf.gather(labels, j), tf.cast(i < n, tf.float32)
+
+        return batch_and_prefetch(ds, load, ctx, global_batch)
+
+
+def make_input(cfg: TrainConfig):
+    """The CIFAR input of `cfg`, both splits read into memory (UserError if unavailable)."""
+    builder = prepare_tfds_builder(cfg.dataset, cfg.data_dir)
+    return InMemoryInput(DATASETS[cfg.dataset], load_split(builder, "train"),
+                         load_split(builder, "test"), cfg.seed, cfg.crop_padding)

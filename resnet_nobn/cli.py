@@ -1,0 +1,146 @@
+"""The command line of run/cifar_train.py and run/imagenet_train.py: one absl flag per option of
+TrainConfig and ModelConfig, its default from a recipe (resnet_nobn/recipes.py).
+
+`define_flags(recipe)` makes the flags from the dataclass fields (help, unit, bounds and choices
+are the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing);
+`config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are
+all the others. Nothing else reads FLAGS. `main` does all of this before TensorFlow is imported,
+so a bad flag is said at once (one line, exit status 2).
+"""
+import contextlib
+import dataclasses
+import os
+import signal
+import sys
+
+from absl import flags
+
+from resnet_nobn import cluster
+from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig, options, resolve_init
+from resnet_nobn.errors import UserError
+from resnet_nobn.recipes import datasets_of
+
+_RECIPE = []  # the recipe define_flags was given: config_from_flags starts from it
+
+
+def _text(value, one_for_all=False):
+    """A config value as flag text: tuples become comma lists (or one number, if all the same)."""
+    if not isinstance(value, tuple):
+        return value
+    if one_for_all and value and len(set(value)) == 1:
+        return str(value[0])
+    return ",".join(str(v) for v in value)
+
+
+def define_flags(recipe: TrainConfig):
+    """Defines one flag per option, defaulting to `recipe`'s value; --dataset chooses among the
+    datasets the recipe's model is built for. They are key flags of the calling module (the entry
+    point), so its --help lists them."""
+    _RECIPE[:] = [recipe]
+    caller = sys._getframe(1).f_globals["__name__"]
+    caller = sys.argv[0] if caller == "__main__" else caller  # absl's name of the main module
+    for owner, f in ([(recipe.model, f) for f in options(ModelConfig)]
+                     + [(recipe, f) for f in options(TrainConfig)]):
+        m = f.metadata
+        default = m.get("flag_default", _text(getattr(owner, f.name), m.get("one_for_all")))
+        help_text = m["help"] + (f" [{m['unit']}]" if m["unit"] else "")
+        choices = datasets_of(recipe) if f.name == "dataset" else m.get("flag_choices", m["choices"])
+        if choices:
+            flags.DEFINE_enum(f.name, default, choices, help_text)
+        elif isinstance(f.default, bool):
+            flags.DEFINE_bool(f.name, default, help_text)
+        elif isinstance(f.default, int):
+            flags.DEFINE_integer(f.name, default, help_text, lower_bound=m["lower"],
+                                 upper_bound=m["upper"])
+        elif isinstance(f.default, float):
+            flags.DEFINE_float(f.name, default, help_text, lower_bound=m["lower"],
+                               upper_bound=m["upper"])
+        else:  # strings, and tuples as comma lists
+            flags.DEFINE_string(f.name, default, help_text)
+        flags.FLAGS.register_key_flag_for_module(caller, flags.FLAGS[f.name])
+
+
+def _value(field, text):
+    """The config value of a flag: comma lists become tuples of ints."""
+    if not isinstance(field.default, tuple):
+        return text
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ValueError(f"--{field.name} {field.metadata['check'][1]}") from None
+
+
+def config_from_flags(FLAGS) -> TrainConfig:
+    """The parsed flags, once, as the frozen run configuration; UserError if they make none."""
+    (recipe,) = _RECIPE
+    try:
+        model = {f.name: _value(f, FLAGS[f.name].value) for f in options(ModelConfig)}
+        info = DATASETS[FLAGS.dataset]
+        if len(model["blocks_per_stage"]) == 1:  # one number for every stage
+            model["blocks_per_stage"] *= len(model["widths"])
+        model.update(num_classes=info.num_classes, image_size=info.image_size,
+                     init=resolve_init(model["init"], model["norm"]))
+        return dataclasses.replace(
+            recipe, model=dataclasses.replace(recipe.model, **model),
+            **{f.name: _value(f, FLAGS[f.name].value) for f in options(TrainConfig)})
+    except ValueError as e:  # the checks of config.py, in the words of the command line
+        raise UserError(str(e)) from None
+
+
+def run():
+    """Runs the entry point whose flags define_flags made (absl parses them, then `main`)."""
+    from absl import app
+    app.run(main)
+
+
+def main(argv):
+    """absl main of run/*.py: the flags were parsed; here they become a config, once, and are
+    checked, before TensorFlow is loaded; then one training run."""
+    from absl import app, logging
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    logging.set_verbosity(logging.WARNING)
+
+    def run():
+        cfg = config_from_flags(flags.FLAGS)
+        if cluster.wants_multi_worker(cfg.strategy):
+            cluster.parse_tf_config()  # TF_CONFIG and the timeouts: said before TensorFlow loads
+            cluster.timeouts()
+        with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
+            import tensorflow as tf
+            from resnet_nobn import train
+            cluster.probe_devices()
+        tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
+        train.train(cfg)
+
+    main_wrapper(run)
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Sends file descriptor 2 to /dev/null inside the block (C++ start-up logging that
+    TF_CPP_MIN_LOG_LEVEL does not silence); an exception raised inside restores it first."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def main_wrapper(run):
+    """Runs `run()`; a UserError becomes one line on stderr and exit status 2, Ctrl-C exit 130."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the entry point's start-up handler
+    try:
+        run()
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume from the last checkpoint",
+              file=sys.stderr, flush=True)
+        sys.exit(130)
