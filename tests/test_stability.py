@@ -92,5 +92,8 @@ def test_retry_advice_clips_first_then_lowers_the_rate_never_raising_it():
     bn = advice(learning_rate=0.3, norm="batch", init="he", **deep)
     assert bn == {"learning_rate": "0.1"}
     assert float(advice(learning_rate=0.004, init="fixup")["learning_rate"]) == 0.002
+    # SkipInit: 0.05 trained at 1 block per stage and diverged at 9 (docs/stability.md)
+    assert advice(learning_rate=0.1, init="skipinit") == {"learning_rate": "0.05"}
+    assert advice(learning_rate=0.05, init="skipinit", **deep) == {"learning_rate": "0.02"}
     for kw in (dict(learning_rate=1e9), dict(learning_rate=0.01, clip_norm=3.0)):
         assert all(math.isfinite(float(v)) for v in advice(**kw).values())
