@@ -168,6 +168,19 @@ def test_flags_are_checked_before_tensorflow_is_imported(tmp_path):
         assert "tensorflow imported before the flags" not in proc.stderr
 
 
+@pytest.mark.parametrize("module", ["config", "cli", "recipes", "study", "report", "rundir"])
+def test_config_command_line_and_report_import_without_tensorflow(tmp_path, module):
+    """The leaf modules (issue 13): the config and its recipes, the command line, the study and its
+    report load no TensorFlow, so flags are checked at once and the report runs anywhere."""
+    fake = tmp_path / "fake" / "tensorflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('tensorflow imported')\n")
+    proc = subprocess.run([sys.executable, "-c", f"import resnet_nobn.{module}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=f"{tmp_path / 'fake'}{os.pathsep}{ROOT}"))
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
