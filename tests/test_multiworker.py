@@ -37,6 +37,7 @@ def run(self):
     return out
 train.Trainer.run = run
 sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))  # as `python run/x.py` does
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
