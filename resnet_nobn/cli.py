@@ -101,7 +101,7 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.set_verbosity(logging.WARNING)
 
-    def run():
+    def configure_and_train():
         cfg = config_from_flags(flags.FLAGS)
         if cluster.wants_multi_worker(cfg.strategy):
             cluster.parse_tf_config()  # TF_CONFIG and the timeouts: said before TensorFlow loads
@@ -113,7 +113,7 @@ def main(argv):
         tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
         train.train(cfg)
 
-    main_wrapper(run)
+    main_wrapper(configure_and_train)
 
 
 @contextlib.contextmanager

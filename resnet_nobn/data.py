@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from resnet_nobn import cifar, imagenet
 from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
-from resnet_nobn.errors import UserError
 
 INPUTS = {**{name: cifar.make_input for name in cifar.NAMES}, imagenet.NAME: imagenet.make_input}
 
@@ -43,15 +42,9 @@ class SyntheticInput:
         return tf.data.Dataset.from_tensors((images, labels, np.ones(len(labels), np.float32)))
 
 
-def dataset_info(name) -> DatasetInfo:
-    if name not in INPUTS:
-        raise UserError(f"unknown dataset {name!r}; choose one of {', '.join(sorted(INPUTS))}")
-    return DATASETS[name]
-
-
 def make_input(cfg: TrainConfig):
-    """The input for `cfg.dataset`: synthetic, or read through tfds (UserError if unavailable)."""
-    info = dataset_info(cfg.dataset)
+    """The input for `cfg.dataset` (a name of DATASETS: TrainConfig refuses others): synthetic, or
+    read through tfds (UserError if unavailable)."""
     if cfg.use_synthetic_data:
-        return SyntheticInput(info, cfg.seed)
+        return SyntheticInput(DATASETS[cfg.dataset], cfg.seed)
     return INPUTS[cfg.dataset](cfg)

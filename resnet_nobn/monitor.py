@@ -12,11 +12,6 @@ from resnet_nobn import model as model_lib
 from resnet_nobn.blocks import ResidualBlock
 
 
-def norm(tensors):
-    """The L2 norm of a list of tensors taken together, float32."""
-    return tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(t, tf.float32))) for t in tensors]))
-
-
 class Monitor:
     """The scalars of one model and its optimizer; `probe_images()` gives the fixed test batch."""
 
@@ -26,7 +21,7 @@ class Monitor:
         self._probe = None
 
     def stage_norms(self):
-        return {name: float(norm(ks)) for name, ks in self.stages.items()}
+        return {name: float(tf.linalg.global_norm(ks)) for name, ks in self.stages.items()}
 
     def update_ratios(self):
         """{stage: ||last update|| / ||weights||} of its conv kernels. With momentum the last SGD
@@ -36,7 +31,8 @@ class Monitor:
         if len(velocities) != len(self.model.trainable_variables):
             return {}
         velocity = {v.path: m for v, m in zip(self.model.trainable_variables, velocities)}
-        return {name: float(norm([velocity[k.path] for k in ks]) / norm(ks))
+        return {name: float(tf.linalg.global_norm([velocity[k.path] for k in ks])
+                           / tf.linalg.global_norm(ks))
                 for name, ks in self.stages.items()}
 
     def branch_norms(self):

@@ -12,7 +12,7 @@ import numpy as np
 
 from resnet_nobn import recipes
 from resnet_nobn.console import hms
-from resnet_nobn.rundir import read_json
+from resnet_nobn.rundir import atomic_write_text, read_json
 from resnet_nobn.study import STATUS, blocks_text
 
 # Config fields that do not distinguish one configuration from another in the report.
@@ -251,7 +251,7 @@ def plot_curves(rows, path):
 
 
 def report(root, md_path=None, png_path=None):
-    """Reads ROOT, writes the Markdown table and the PNG; returns the table text."""
+    """Reads ROOT, writes the Markdown table and the PNG; returns (table text, .md path, .png path)."""
     runs = load_runs(root)
     if not runs:
         raise FileNotFoundError(f"no runs (results.json / study_status.json) under {root}")
@@ -259,8 +259,7 @@ def report(root, md_path=None, png_path=None):
     text = markdown_table(rows)
     md_path = md_path or os.path.join(root, "report.md")
     png_path = png_path or os.path.join(root, "report.png")
-    with open(md_path, "w") as f:
-        f.write(f"# Study {os.path.abspath(root)}\n\n{text}\n![test error against steps]"
-                f"({os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))})\n")
+    atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n![test error against "
+                      f"steps]({os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))})\n")
     plot_curves(rows, png_path)
     return text, md_path, png_path

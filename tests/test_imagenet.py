@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from resnet_nobn import data, imagenet, model as model_lib, recipes
+from resnet_nobn.config import DATASETS
 from resnet_nobn.errors import UserError
 from resnet_nobn.steps import learning_rate
 
@@ -22,10 +23,10 @@ def _imagenet_model_config(**overrides):
 
 
 def test_registered_dataset_info():
-    info = data.dataset_info("imagenet2012")
+    info = DATASETS["imagenet2012"]
     assert (info.num_classes, info.image_size, info.num_train, info.num_eval) == (
         1000, 224, 1_281_167, 50_000)
-    assert "cifar10" in data.INPUTS and "cifar100" in data.INPUTS
+    assert set(data.INPUTS) == set(DATASETS)  # every dataset a config accepts has an input
 
 
 def test_model_variant_parameter_count():
