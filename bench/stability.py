@@ -20,12 +20,14 @@ figure from what is under --root.
 test split at the end (the 1,500-step comparison of docs/stability.md).
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from resnet_nobn.rundir import read_json  # noqa: E402  (no TensorFlow)
+
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork's) unless said
     "paper": ["--norm=none", "--init=identity"],
@@ -49,21 +51,29 @@ def long_dir(root, net, blocks, lr, seed):
 
 def outcome(model_dir, steps):
     """'stable', 'diverged at step N', or None (not run / unfinished)."""
-    diverged = _read(os.path.join(model_dir, "diverged.json"))
+    diverged = read_json(os.path.join(model_dir, "diverged.json"))
     if diverged:
         return f"diverged at step {diverged['step']}"
-    results = _read(os.path.join(model_dir, "results.json"))
+    results = read_json(os.path.join(model_dir, "results.json"))
     if results and results.get("global_step", 0) >= steps:
         return "stable"
     return None
 
 
-def _read(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mode):
+    """One run of the users' command (run/cifar_train.py) for --steps steps, no schedule, evaluated
+    at the end on `eval_steps` test batches (0: all); its output goes to model_dir/train.log."""
+    cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
+           f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
+           f"--widths={args.widths}", f"--stem_width={args.widths.split(',')[0]}",
+           f"--blocks_per_stage={blocks}", f"--batch_size={args.batch_size}",
+           f"--learning_rate={lr}", f"--train_steps={args.steps}", "--lr_boundaries=",
+           f"--eval_every={args.steps}", f"--eval_steps={eval_steps}", "--checkpoint_every=100",
+           f"--log_every={log_every}", f"--seed={seed}"] + NETS[net]
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "train.log"), log_mode) as log:
+        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
 
 def sweep(args, net, blocks):
@@ -71,17 +81,8 @@ def sweep(args, net, blocks):
         model_dir = run_dir(args.root, net, blocks, lr)
         result = outcome(model_dir, args.steps)
         if result is None:
-            cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
-                   f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
-                   f"--widths={args.widths}", f"--stem_width={args.widths.split(',')[0]}",
-                   f"--blocks_per_stage={blocks}", f"--batch_size={args.batch_size}",
-                   f"--learning_rate={lr}", f"--train_steps={args.steps}", "--lr_boundaries=",
-                   f"--eval_every={args.steps}", "--eval_steps=20", "--checkpoint_every=100",
-                   "--log_every=10", f"--seed={args.seed}"] + NETS[net]
-            os.makedirs(model_dir, exist_ok=True)
-            with open(os.path.join(model_dir, "train.log"), "w") as log:
-                subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
-                               env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+            train(args, model_dir, net, blocks, lr, args.seed, eval_steps=20, log_every=10,
+                  log_mode="w")
             result = outcome(model_dir, args.steps) or "failed (see train.log)"
         print(f"{net:<10} blocks {blocks}  lr {lr:<6} {result}", flush=True)
         if result == "stable":
@@ -93,17 +94,8 @@ def train_long(args, net, blocks, seed):
     """One `--steps`-step run at --learning_rate, evaluated on the whole test split at the end."""
     model_dir = long_dir(args.root, net, blocks, args.learning_rate, seed)
     if outcome(model_dir, args.steps) is None:
-        cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
-               f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
-               f"--widths={args.widths}", f"--stem_width={args.widths.split(',')[0]}",
-               f"--blocks_per_stage={blocks}", f"--batch_size={args.batch_size}",
-               f"--learning_rate={args.learning_rate}", f"--train_steps={args.steps}",
-               "--lr_boundaries=", f"--eval_every={args.steps}", "--eval_steps=0",
-               "--checkpoint_every=100", "--log_every=50", f"--seed={seed}"] + NETS[net]
-        os.makedirs(model_dir, exist_ok=True)
-        with open(os.path.join(model_dir, "train.log"), "a") as log:
-            subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
-                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        train(args, model_dir, net, blocks, args.learning_rate, seed, eval_steps=0, log_every=50,
+              log_mode="a")
     print(f"{net:<10} blocks {blocks}  seed {seed}  {outcome(model_dir, args.steps)}", flush=True)
 
 
@@ -117,7 +109,7 @@ def report_long(args):
             errors, seeds = [], []
             for seed in args.seeds.split(","):
                 model_dir = long_dir(args.root, net, blocks, args.learning_rate, seed)
-                res = _read(os.path.join(model_dir, "results.json")) or {}
+                res = read_json(os.path.join(model_dir, "results.json")) or {}
                 row = [h for h in res.get("history", []) if h["step"] == args.steps]
                 if row:
                     errors.append(100 * row[0]["top1_error"])
@@ -140,7 +132,7 @@ def report(args):
                 model_dir = run_dir(args.root, net, blocks, lr)
                 result = outcome(model_dir, args.steps)
                 if result == "stable":
-                    res = _read(os.path.join(model_dir, "results.json"))
+                    res = read_json(os.path.join(model_dir, "results.json"))
                     top1 = next(h["top1_error"] for h in res["history"] if h["step"] == args.steps)
                     cells.append(f"ok ({100 * top1:.1f}%)")
                     best = best or lr
