@@ -12,12 +12,12 @@ figure from what is under --root.
     python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/stability --blocks=1,9
     python bench/stability.py --root=/tmp/stability --report --figure=docs/stability.png
     python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/long --long --blocks=9 \
-        --nets=paper_clip1,bn --seeds=0,1 --learning_rate=0.05 --steps=1500 --batch_size=32
+        --nets=paper_clip1,bn --seeds=0,1 --learning_rate=0.05,0.1 --steps=1500 --batch_size=32
     python bench/stability.py --root=/tmp/long --long --report --blocks=9 --nets=paper_clip1,bn \
-        --seeds=0,1 --learning_rate=0.05 --steps=1500
+        --seeds=0,1 --learning_rate=0.05,0.1 --steps=1500
 
-`--long` trains each net for --steps steps at one rate, for each seed, and tests it on the whole
-test split at the end (the 1,500-step comparison of docs/stability.md).
+`--long` trains each net for --steps steps at each rate of --learning_rate, for each seed, and
+tests it on the whole test split at the end (the 1,500-step comparison of docs/stability.md).
 """
 import argparse
 import os
@@ -43,6 +43,11 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
 
 def run_dir(root, net, blocks, lr, extra=""):
     return os.path.join(root, f"{net}_b{blocks}{extra}", f"lr{lr}")
+
+
+def rates(args):
+    """--learning_rate as floats (with --long it may be a comma list)."""
+    return [float(lr) for lr in args.learning_rate.split(",")]
 
 
 def long_dir(root, net, blocks, lr, seed):
@@ -90,36 +95,37 @@ def sweep(args, net, blocks):
     return None
 
 
-def train_long(args, net, blocks, seed):
-    """One `--steps`-step run at --learning_rate, evaluated on the whole test split at the end."""
-    model_dir = long_dir(args.root, net, blocks, args.learning_rate, seed)
+def train_long(args, net, blocks, lr, seed):
+    """One `--steps`-step run at rate `lr`, evaluated on the whole test split at the end."""
+    model_dir = long_dir(args.root, net, blocks, lr, seed)
     if outcome(model_dir, args.steps) is None:
-        train(args, model_dir, net, blocks, args.learning_rate, seed, eval_steps=0, log_every=50,
-              log_mode="a")
-    print(f"{net:<10} blocks {blocks}  seed {seed}  {outcome(model_dir, args.steps)}", flush=True)
+        train(args, model_dir, net, blocks, lr, seed, eval_steps=0, log_every=50, log_mode="a")
+    print(f"{net:<10} blocks {blocks}  lr {lr}  seed {seed}  {outcome(model_dir, args.steps)}",
+          flush=True)
 
 
 def report_long(args):
-    """Test error (whole test split) after --steps steps at --learning_rate, per net, over seeds."""
+    """Test error (whole test split) after --steps steps, per net and rate, over seeds."""
     import statistics
     print(f"| net | blocks/stage | lr | seeds | test top-1 error after {args.steps} steps |")
     print("|---|---|---|---|---|")
     for blocks in args.blocks.split(","):
-        for net in args.nets.split(","):
-            errors, seeds = [], []
-            for seed in args.seeds.split(","):
-                model_dir = long_dir(args.root, net, blocks, args.learning_rate, seed)
-                res = read_json(os.path.join(model_dir, "results.json")) or {}
-                row = [h for h in res.get("history", []) if h["step"] == args.steps]
-                if row:
-                    errors.append(100 * row[0]["top1_error"])
-                    seeds.append(seed)
-                elif outcome(model_dir, args.steps):
-                    seeds.append(f"{seed}: {outcome(model_dir, args.steps)}")
-            cell = " / ".join(f"{e:.2f}%" for e in errors) or "n/a"
-            if len(errors) > 1:
-                cell += f" (mean {statistics.mean(errors):.2f}%)"
-            print(f"| {net} | {blocks} | {args.learning_rate} | {', '.join(seeds) or 'none'} | {cell} |")
+        for lr in rates(args):
+            for net in args.nets.split(","):
+                errors, seeds = [], []
+                for seed in args.seeds.split(","):
+                    model_dir = long_dir(args.root, net, blocks, lr, seed)
+                    res = read_json(os.path.join(model_dir, "results.json")) or {}
+                    row = [h for h in res.get("history", []) if h["step"] == args.steps]
+                    if row:
+                        errors.append(100 * row[0]["top1_error"])
+                        seeds.append(seed)
+                    elif outcome(model_dir, args.steps):
+                        seeds.append(f"{seed}: {outcome(model_dir, args.steps)}")
+                cell = " / ".join(f"{e:.2f}%" for e in errors) or "n/a"
+                if len(errors) > 1:
+                    cell += f" (mean {statistics.mean(errors):.2f}%)"
+                print(f"| {net} | {blocks} | {lr} | {', '.join(seeds) or 'none'} | {cell} |")
 
 
 def report(args):
@@ -216,7 +222,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--long", action="store_true", help="instead of the sweep: train each net for "
                    "--steps steps at --learning_rate for each of --seeds, test on the whole split")
-    p.add_argument("--learning_rate", type=float, default=0.05, help="with --long: the rate")
+    p.add_argument("--learning_rate", default="0.05",
+                   help="with --long: the rate, or a comma list of rates (each net runs at each)")
     p.add_argument("--seeds", default="0,1", help="with --long: seeds, comma list")
     p.add_argument("--report", action="store_true", help="print the table of what is under --root")
     p.add_argument("--figure", help="with --report: also draw the curves of the deepest runs here")
@@ -234,8 +241,9 @@ def main():
     for blocks in args.blocks.split(","):
         for net in args.nets.split(","):
             if args.long:
-                for seed in args.seeds.split(","):
-                    train_long(args, net, int(blocks), int(seed))
+                for lr in rates(args):
+                    for seed in args.seeds.split(","):
+                        train_long(args, net, int(blocks), lr, int(seed))
                 continue
             best = sweep(args, net, int(blocks))
             print(f"== {net} blocks {blocks}: largest stable rate {best}", flush=True)
