@@ -36,7 +36,7 @@ def datasets_of(recipe: TrainConfig):
 
 # What trained where the paper's recipe diverged, measured on real images (docs/stability.md:
 # Fashion-MNIST as a CIFAR-10 directory, widths 16,32,64, batch 32, 500 steps, at 1, 3 and 9 blocks
-# per stage). (kind, deep) -> the largest stable learning rate without clipping, and, where measured,
+# per stage). (kind, deep) -> the largest stable learning rate without clipping and, where measured,
 # a gradient-norm clip with the largest rate that trained with it. deep: more than 3 blocks per
 # stage; a shallow entry held at both 1 and 3 (Fixup: 0.05 trained at 3 but diverged at 1, so 0.02).
 # kind: the init without BN (standard and he were not measured: the paper's identity row is used),
