@@ -106,26 +106,26 @@ def train_long(args, net, blocks, lr, seed):
 
 def report_long(args):
     """Test error (whole test split) after --steps steps, per net and rate, over seeds."""
+    import itertools
     import statistics
     print(f"| net | blocks/stage | lr | seeds | test top-1 error after {args.steps} steps |")
     print("|---|---|---|---|---|")
-    for blocks in args.blocks.split(","):
-        for lr in rates(args):
-            for net in args.nets.split(","):
-                errors, seeds = [], []
-                for seed in args.seeds.split(","):
-                    model_dir = long_dir(args.root, net, blocks, lr, seed)
-                    res = read_json(os.path.join(model_dir, "results.json")) or {}
-                    row = [h for h in res.get("history", []) if h["step"] == args.steps]
-                    if row:
-                        errors.append(100 * row[0]["top1_error"])
-                        seeds.append(seed)
-                    elif outcome(model_dir, args.steps):
-                        seeds.append(f"{seed}: {outcome(model_dir, args.steps)}")
-                cell = " / ".join(f"{e:.2f}%" for e in errors) or "n/a"
-                if len(errors) > 1:
-                    cell += f" (mean {statistics.mean(errors):.2f}%)"
-                print(f"| {net} | {blocks} | {lr} | {', '.join(seeds) or 'none'} | {cell} |")
+    for blocks, lr, net in itertools.product(args.blocks.split(","), rates(args),
+                                             args.nets.split(",")):
+        errors, seeds = [], []
+        for seed in args.seeds.split(","):
+            model_dir = long_dir(args.root, net, blocks, lr, seed)
+            res = read_json(os.path.join(model_dir, "results.json")) or {}
+            row = [h for h in res.get("history", []) if h["step"] == args.steps]
+            if row:
+                errors.append(100 * row[0]["top1_error"])
+                seeds.append(seed)
+            elif result := outcome(model_dir, args.steps):
+                seeds.append(f"{seed}: {result}")
+        cell = " / ".join(f"{e:.2f}%" for e in errors) or "n/a"
+        if len(errors) > 1:
+            cell += f" (mean {statistics.mean(errors):.2f}%)"
+        print(f"| {net} | {blocks} | {lr} | {', '.join(seeds) or 'none'} | {cell} |")
 
 
 def report(args):
