@@ -259,7 +259,8 @@ def report(root, md_path=None, png_path=None):
     text = markdown_table(rows)
     md_path = md_path or os.path.join(root, "report.md")
     png_path = png_path or os.path.join(root, "report.png")
-    atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n![test error against "
-                      f"steps]({os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))})\n")
+    png_link = os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))
+    atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n"
+                      f"![test error against steps]({png_link})\n")
     plot_curves(rows, png_path)
     return text, md_path, png_path
