@@ -30,6 +30,22 @@ def leaky_relu(x, leakiness):
 
 
 @keras.saving.register_keras_serializable(package="resnet_nobn")
+class LeakyReLU(layers.Layer):
+    """`leaky_relu(x, leakiness)` as a layer (the activation after the last block): a layer, not
+    a lambda, so a saved `.keras` model loads without `safe_mode=False`."""
+
+    def __init__(self, leakiness=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.leakiness = float(leakiness)
+
+    def call(self, x):
+        return leaky_relu(x, self.leakiness)
+
+    def get_config(self):
+        return {**super().get_config(), "leakiness": self.leakiness}
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
 class ResidualBlock(layers.Layer):
     """`shortcut(h) + second(act(first(h)))`; `shortcut` defaults to the identity.
 
@@ -85,3 +101,18 @@ class ResidualBlock(layers.Layer):
     def call(self, h, training=False):
         skip = h if self.shortcut is None else self.shortcut(h)
         return skip + self.branch(h, training=training)
+
+    _LAYERS = ("first", "second", "shortcut", "norm1", "norm2")
+
+    def get_config(self):
+        """The block's options and its layers, serialized (`keras.saving.load_model` rebuilds it)."""
+        return {**super().get_config(), "leakiness": self.leakiness,
+                "branch_scale": self.branch_scale, "scalar_biases": self.scalar_biases,
+                **{k: keras.saving.serialize_keras_object(getattr(self, k)) for k in self._LAYERS}}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for k in cls._LAYERS:
+            config[k] = keras.saving.deserialize_keras_object(config[k])
+        return cls(**config)

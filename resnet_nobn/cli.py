@@ -132,8 +132,10 @@ def quiet_stderr():
         os.close(saved)
 
 
-def main_wrapper(run):
-    """Runs `run()`; a UserError becomes one line on stderr and exit status 2, Ctrl-C exit 130."""
+def main_wrapper(run, interrupted="interrupted; re-run the same command to resume from the last "
+                 "checkpoint"):
+    """Runs `run()`; a UserError becomes one line on stderr and exit status 2, Ctrl-C the line
+    `interrupted` and exit 130."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the entry point's start-up handler
     try:
         run()
@@ -141,6 +143,5 @@ def main_wrapper(run):
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        print("interrupted; re-run the same command to resume from the last checkpoint",
-              file=sys.stderr, flush=True)
+        print(interrupted, file=sys.stderr, flush=True)
         sys.exit(130)

@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 from keras import layers
 
-from resnet_nobn.blocks import ResidualBlock, leaky_relu
+from resnet_nobn.blocks import LeakyReLU, ResidualBlock
 from resnet_nobn.config import ModelConfig
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
@@ -82,6 +82,10 @@ class PoolPadShortcut(layers.Layer):
             x = tf.pad(x, [[0, 0], [0, 0], [0, 0], [extra // 2, extra - extra // 2]])
         return x
 
+    def get_config(self):
+        return {**super().get_config(), "stride": self.stride, "in_channels": self.in_channels,
+                "out_channels": self.out_channels}
+
 
 @keras.saving.register_keras_serializable(package="resnet_nobn")
 class RandomProjection(layers.Layer):
@@ -105,6 +109,12 @@ class RandomProjection(layers.Layer):
 
     def call(self, x):
         return tf.matmul(tf.cast(x, tf.float32), self.projection)
+
+    def get_config(self):
+        """Without the dtype (always float32): a loaded head is the same layer; its matrix is
+        loaded with the weights, not drawn again."""
+        config = {k: v for k, v in super().get_config().items() if k != "dtype"}
+        return {**config, "num_classes": self.num_classes, "seed": self.seed}
 
 
 def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
@@ -141,7 +151,7 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
             in_ch = width
     if batch_norm:  # the fork's unit_last: BN (batch only), then the activation, then the pool
         x = bn("final_bn")(x)
-    x = layers.Activation(lambda t: leaky_relu(t, cfg.relu_leakiness), name="final_act")(x)
+    x = LeakyReLU(cfg.relu_leakiness, name="final_act")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     if cfg.head == "random":
         logits = RandomProjection(cfg.num_classes, cfg.head_seed, name="head")(x)

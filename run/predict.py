@@ -1,0 +1,41 @@
+"""Prints the top-5 classes of image files, with their names and probabilities, from an export.
+
+    python run/predict.py --export_dir=exports/cifar100 cat.png dog.jpg
+
+Uses the SavedModel of run/export.py (the run's evaluation preprocessing is inside it) and the
+label names recorded at export. CIFAR models take 32x32 images: another size is refused, or
+resized (bilinear, antialiased) with --resize, and said so. ImageNet models take any JPEG or PNG.
+"""
+import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
+from absl import app, flags
+
+from resnet_nobn import cli
+
+flags.DEFINE_string("export_dir", None, "Directory written by run/export.py.")
+flags.DEFINE_bool("resize", False, "CIFAR: resize images of another size to 32x32 (bilinear, "
+                  "antialiased) instead of refusing them.")
+flags.mark_flag_as_required("export_dir")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    files = argv[1:]
+    if not files:
+        raise app.UsageError("give one or more image files: run/predict.py --export_dir=E FILE...")
+
+    def run():
+        from resnet_nobn import export
+        export.read_export(FLAGS.export_dir)
+        with cli.quiet_stderr():  # TensorFlow's start-up lines
+            import tensorflow as tf
+        tf.get_logger().setLevel("ERROR")
+        for path, note, top in export.predict(FLAGS.export_dir, files, FLAGS.resize):
+            print(f"{path}{note}")
+            for rank, (c, name, p) in enumerate(top, 1):
+                print(f"  {rank}. {p:.4f}  {name} (class {c})")
+
+    cli.main_wrapper(run, "interrupted")
+
+
+if __name__ == "__main__":
+    app.run(main)
