@@ -165,10 +165,10 @@ def label_names(cfg: TrainConfig):
         where = (f"the prepared dataset in {builder.data_dir}" if builder.is_prepared()
                  else f"tfds' {cfg.dataset} builder (the dataset is not prepared here)")
         if names == [str(i) for i in range(n)]:
-            return names, (f"none: {where} numbers the classes; export on a machine where "
-                           f"{cfg.dataset} is prepared (--data_dir) to record names")
-        return names, where
-    return [str(i) for i in range(n)], f"none: tfds has no {cfg.dataset} label names here"
+            return names, (f"class numbers only: {where} has no names; export where "
+                           f"{cfg.dataset} is prepared (--data_dir) to record them")
+        return names, f"the names of {where}"
+    return [str(i) for i in range(n)], f"class numbers only: tfds has no {cfg.dataset} names here"
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,7 +295,8 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
             " (the whole split)" if cfg.eval_steps == 0 else
             f" (its first {cfg.eval_steps} batches of {cfg.batch_size}: `--eval_steps`)")
         evaluation = (f"- Top-1 error **{_pct(evaluated.get('top1_error'))}**, top-5 error "
-                      f"**{_pct(evaluated.get('top5_error'))}** at step {step}, on {n} images of "
+                      f"**{_pct(evaluated.get('top5_error'))}** at step {evaluated['step']}, on "
+                      f"{n:,} images of "
                       f"the {split} split{whole} (`results.json`).")
     nots = []
     if cfg.use_synthetic_data:
@@ -351,7 +352,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         f"{min(TOP_K, m.num_classes)} indices, best first). `tf.saved_model.load` alone loads it.",
         "- `model.keras`: `keras.saving.load_model` after `import resnet_nobn`; it takes "
         "preprocessed float images and returns logits.",
-        f"- `labels.txt`: class names, class i on line i + 1; from {names_from}.",
+        f"- `labels.txt`: class i on line i + 1; {names_from}.",
         f"- `python run/predict.py --export_dir={export_dir} FILE...` prints the top-5 classes "
         "of image files.",
         "",

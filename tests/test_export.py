@@ -205,6 +205,10 @@ def test_newest_finite_checkpoint_is_exported_and_named(tmp_path, tiny_run):
     history = json.loads((run_dir / "results.json").read_text())["history"]
     at2 = next(h for h in history if h["step"] == 2)
     assert f"**{100 * at2['top1_error']:.2f}%**" in card and "at step 2, on" in card
+    # a checkpoint without an evaluation gets no error at all (not another step's)
+    export.export(str(run_dir), str(tmp_path / "d"), checkpoint=0, log=said.append)
+    card = (tmp_path / "d" / "model_card.md").read_text()
+    assert "No evaluation of step 0 is recorded" in card and "**" not in card
     with pytest.raises(UserError, match=r"--checkpoint=6 cannot be exported: ckpt-6 \(its "
                                         r"weights are not finite\)"):
         export.export(str(run_dir), str(tmp_path / "c"), checkpoint=6)
