@@ -105,7 +105,7 @@ class ResidualBlock(layers.Layer):
     _LAYERS = ("first", "second", "shortcut", "norm1", "norm2")
 
     def get_config(self):
-        """The block's options and its layers, serialized (`keras.saving.load_model` rebuilds it)."""
+        """The block's options and its layers, serialized (keras.saving.load_model rebuilds it)."""
         return {**super().get_config(), "leakiness": self.leakiness,
                 "branch_scale": self.branch_scale, "scalar_biases": self.scalar_biases,
                 **{k: keras.saving.serialize_keras_object(getattr(self, k)) for k in self._LAYERS}}

@@ -283,7 +283,8 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     split = "test" if cifar else "validation"
     data = ("synthetic random images (`--use_synthetic_data`): the errors and the predictions "
             "mean nothing" if cfg.use_synthetic_data else
-            f"tfds `{cfg.dataset}`" + (f" from `--data_dir={cfg.data_dir}`" if cfg.data_dir else ""))
+            f"tfds `{cfg.dataset}`"
+            + (f" from `--data_dir={cfg.data_dir}`" if cfg.data_dir else ""))
     if evaluated is None:
         seen = ", ".join(str(h.get("step")) for h in results.get("history") or []
                          if isinstance(h, dict))

@@ -44,7 +44,8 @@ import resnet_nobn  # registers the custom layers
 from resnet_nobn.cifar import standardize
 model = keras.saving.load_model(export_dir + "/model.keras")
 logits = np.asarray(model(standardize(data["images"])))
-print(json.dumps(dict(saved_model=saved_top1, keras=float(np.mean(logits.argmax(1) != data["labels"])),
+keras_top1 = float(np.mean(logits.argmax(1) != data["labels"]))
+print(json.dumps(dict(saved_model=saved_top1, keras=keras_top1,
                       saved_logits=out["logits"].numpy().tolist(), keras_logits=logits.tolist(),
                       probabilities=out["probabilities"].numpy().tolist(),
                       classes=out["classes"].numpy().tolist())))
@@ -54,7 +55,8 @@ print(json.dumps(dict(saved_model=saved_top1, keras=float(np.mean(logits.argmax(
 def _one_line_error(p):
     assert p.returncode == 2, (p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in p.stderr, p.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    assert "Traceback" not in p.stderr
     return lines[0]
 
 
