@@ -477,8 +477,9 @@ def read_images(paths, meta, resize=False):
                 raw = f.read()
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror}") from None
-        try:
-            image = tf.io.decode_image(raw, channels=3, expand_animations=False)
+        try:  # encoded files are decoded in the graph as evaluation does: decode_jpeg (JPEG, PNG)
+            image = (tf.io.decode_jpeg(raw, channels=3) if meta["input"] == "encoded" else
+                     tf.io.decode_image(raw, channels=3, expand_animations=False))
         except (tf.errors.InvalidArgumentError, ValueError):
             raise UserError(f"{path} is not a PNG or JPEG image that can be decoded") from None
         h, w = int(image.shape[0]), int(image.shape[1])
@@ -505,7 +506,13 @@ def predict(export_dir, paths, resize=False):
     import tensorflow as tf
     meta, names = read_export(export_dir)
     inputs, notes = read_images(paths, meta, resize)
-    serve = tf.saved_model.load(os.path.join(export_dir, SAVED_MODEL)).signatures["serving_default"]
+    try:
+        serve = tf.saved_model.load(os.path.join(export_dir, SAVED_MODEL)
+                                    ).signatures["serving_default"]
+    except Exception as e:  # noqa: BLE001 -- a damaged or foreign SavedModel
+        text = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise UserError(f"cannot load {os.path.join(export_dir, SAVED_MODEL)} ({text}); export "
+                        "the run again with run/export.py") from None
     out = serve(images=inputs)
     classes, probs = out["classes"].numpy(), out["probabilities"].numpy()
     return [(path, note, [(int(c), names[c] if c < len(names) else str(c), float(p[c]))
