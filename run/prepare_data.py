@@ -6,7 +6,7 @@
 
 The tfds builder's own `download_and_prepare`, the same data the training commands read, in a
 Python environment made from requirements.txt (tfds' `tfds build` command needs apache_beam,
-which is not in it). CIFAR-10/100 are downloaded from their homepage (about 170 MB); ImageNet
+which is not in it). CIFAR-10/100 are downloaded from www.cs.toronto.edu (about 170 MB); ImageNet
 cannot be downloaded automatically: put ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar from
 https://image-net.org in the manual directory and this converts them (hours, ~150 GB). Then train
 with `python run/cifar_train.py --dataset=NAME --data_dir=DIR` (or run/imagenet_train.py), or copy
@@ -14,6 +14,7 @@ DIR to a machine without internet access. A dataset already prepared in DIR is l
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 import os
+import sys
 
 from absl import app, flags
 
@@ -55,8 +56,7 @@ def prepare():
         if builder.is_prepared():
             print(f"{name} is already prepared in {builder.data_dir}", flush=True)
             return
-        print(f"downloading {name} from {builder.info.homepage} into {builder.data_dir} ...",
-              flush=True)
+        print(f"downloading {name} into {builder.data_dir} ...", flush=True)
         cifar.download_and_prepare(builder)
     splits = ", ".join(f"{s} {v.num_examples:,}" for s, v in sorted(builder.info.splits.items()))
     entry = "imagenet_train.py" if name == imagenet.NAME else f"cifar_train.py --dataset={name}"
@@ -67,7 +67,16 @@ def prepare():
 def main(argv):
     from absl import logging
     logging.set_verbosity(logging.ERROR)  # tfds' absl warnings: errors are said in one line
-    cli.main_wrapper(prepare)
+
+    def prepare_or_stop():
+        try:
+            prepare()
+        except KeyboardInterrupt:  # tfds writes into a temporary directory, renamed when complete
+            print("interrupted; nothing was prepared: re-run the same command", file=sys.stderr,
+                  flush=True)
+            sys.exit(130)
+
+    cli.main_wrapper(prepare_or_stop)
 
 
 if __name__ == "__main__":
