@@ -17,10 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
-from resnet_nobn.errors import UserError
+from resnet_nobn.errors import UserError, prepare_data_command
 from resnet_nobn.pipeline import batch_and_prefetch, num_batches, pipeline_part
 
 NAMES = ("cifar10", "cifar100")
+REACH_TIMEOUT = 10  # seconds: the one try that tells an offline machine at once (tfds retries ~3.5 min)
 
 
 def prepare_tfds_builder(name, data_dir):
@@ -29,29 +30,56 @@ def prepare_tfds_builder(name, data_dir):
     With an explicit `data_dir` nothing is downloaded: the data must already be there. Without
     one, tfds' default directory is used and tfds may download (CIFAR) into it.
     """
+    builder = tfds_builder(name, data_dir)
+    if builder.is_prepared():
+        return builder
+    if data_dir is not None:
+        raise UserError(f"no prepared {name} in --data_dir={data_dir} "
+                        f"(expected {builder.data_dir}); {_how_to_prepare(name)}")
+    return download_and_prepare(builder)
+
+
+def tfds_builder(name, data_dir):
+    """The tfds builder of `name` in `data_dir` (None: tfds' default), prepared or not; UserError if
+    `data_dir` is not a directory or holds damaged files of the dataset."""
     import tensorflow_datasets as tfds
     if data_dir is not None and not os.path.isdir(data_dir):
         raise UserError(f"--data_dir={data_dir} is not a directory; create it with "
-                        f"`tfds build {name} --data_dir={data_dir}` or point it at a tfds data dir")
+                        f"`{prepare_data_command(name, data_dir)}` or point it at a tfds data dir")
     try:
         builder = tfds.builder(name, data_dir=data_dir)
-        prepared = builder.is_prepared()
+        builder.is_prepared()
     except Exception as e:  # noqa: BLE001 -- a damaged dataset_info.json and the like
         raise UserError(f"the {name} files in --data_dir={data_dir} are damaged ({type(e).__name__}: "
                         f"{str(e).splitlines()[0][:120] if str(e) else ''}); prepare it again with "
-                        f"`tfds build {name} --data_dir=DIR`") from None
-    if prepared:
-        return builder
-    prepare = (f"prepare it on a machine with internet access with `tfds build {name} "
-               f"--data_dir=DIR` and copy DIR here (or pass its path with --data_dir)")
-    if data_dir is not None:
-        raise UserError(f"no prepared {name} in --data_dir={data_dir} "
-                        f"(expected {builder.data_dir}); {prepare}")
+                        f"`{prepare_data_command(name)}`") from None
+    return builder
+
+
+def _how_to_prepare(name):
+    return (f"prepare it on a machine with internet access with `{prepare_data_command(name)}` "
+            f"and copy DIR here (or pass its path with --data_dir)")
+
+
+def download_and_prepare(builder):
+    """Downloads CIFAR into the builder's data_dir and prepares it (tfds); returns the builder.
+
+    One request with a REACH_TIMEOUT first: where the server cannot be reached, the UserError
+    comes in seconds instead of after tfds' retries (204 s measured).
+    """
+    import requests
+    name, url = builder.name, builder.info.homepage
+    try:
+        requests.head(url, timeout=REACH_TIMEOUT)
+    except requests.RequestException as e:
+        raise UserError(f"could not download {name} ({type(e).__name__}: cannot reach {url}); "
+                        f"{_how_to_prepare(name)}") from None
     try:
         builder.download_and_prepare()
     except Exception as e:  # noqa: BLE001 -- any download failure is reported the same way
         raise UserError(f"could not download {name} ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:160]}); {prepare}") from None
+                        f"{str(e).splitlines()[0][:160] if str(e) else ''}); "
+                        f"{_how_to_prepare(name)}") from None
     return builder
 
 

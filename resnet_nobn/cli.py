@@ -5,7 +5,7 @@ TrainConfig and ModelConfig, its default from a recipe (resnet_nobn/recipes.py).
 are the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing);
 `config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are
 all the others. Nothing else reads FLAGS. `main` does all of this before TensorFlow is imported,
-so a bad flag is said at once (one line, exit status 2).
+so a bad flag is said at once (one line, exit status 2; `parse_flags` for absl's own errors).
 """
 import contextlib
 import dataclasses
@@ -90,22 +90,36 @@ def config_from_flags(FLAGS) -> TrainConfig:
 def run():
     """Runs the entry point whose flags define_flags made (absl parses them, then `main`)."""
     from absl import app
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)
+
+
+def parse_flags(argv):
+    """absl's `flags_parser` for every entry point: a flag that does not parse, a missing required
+    flag or an argument that is not a flag is one line on stderr and exit status 2, like every
+    other bad input (absl's own parser prints two lines and exits 1). --help exits 1 after the help."""
+    try:
+        rest = flags.FLAGS(argv)
+    except flags.Error as e:
+        rest, problem = None, " ".join(str(e).split())
+    else:
+        problem = f"unexpected arguments: {' '.join(rest[1:])}" if len(rest) > 1 else None
+    if problem:
+        print(f"error: {problem} (--helpfull lists every flag)", file=sys.stderr, flush=True)
+        sys.exit(2)
+    return rest
 
 
 def main(argv):
     """absl main of run/*.py: the flags were parsed; here they become a config, once, and are
     checked, before TensorFlow is loaded; then one training run."""
-    from absl import app, logging
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    logging.set_verbosity(logging.WARNING)
+    from absl import logging
+    logging.set_verbosity(logging.ERROR)  # absl warnings of tfds and TensorFlow: errors are ours
 
     def configure_and_train():
         cfg = config_from_flags(flags.FLAGS)
+        cluster.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
         if cluster.wants_multi_worker(cfg.strategy):
-            cluster.parse_tf_config()  # TF_CONFIG and the timeouts: said before TensorFlow loads
-            cluster.timeouts()
+            cluster.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
         with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
             import tensorflow as tf
             from resnet_nobn import train

@@ -192,7 +192,8 @@ class TrainConfig:
     strategy: str = option("auto", "tf.distribute strategy; auto: multi_worker if TF_CONFIG is "
                            "set, mirrored with several GPUs, else one_device.", choices=STRATEGIES)
     # speed
-    xla: bool = option(False, "Compile the forward and backward pass with XLA.")
+    xla: bool = option(False, "Compile with XLA: the whole train step on one device, the forward "
+                       "and backward pass with several replicas.")
     mixed_precision: str = option("float32", "Compute dtype of the network (variables, head and "
                                   "loss stay float32; float16 uses loss scaling).",
                                   choices=PRECISIONS)

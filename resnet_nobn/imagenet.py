@@ -37,7 +37,7 @@ import os
 import tensorflow as tf
 
 from resnet_nobn.config import DATASETS
-from resnet_nobn.errors import UserError
+from resnet_nobn.errors import UserError, prepare_data_command
 from resnet_nobn.pipeline import batch_and_prefetch, num_batches, pipeline_part
 
 NAME = "imagenet2012"
@@ -55,14 +55,19 @@ _SHUFFLE_BUFFER = 10_000    # images, per worker
 
 def manual_dir(data_dir):
     """Where tfds looks for the ILSVRC archives: <data_dir>/downloads/manual."""
+    return os.path.join(data_root(data_dir), "downloads", "manual")
+
+
+def data_root(data_dir):
+    """The tfds data directory: `data_dir`, or tfds' default (TFDS_DATA_DIR, ~/tensorflow_datasets)."""
     import tensorflow_datasets as tfds
-    root = data_dir or os.path.expanduser(os.environ.get("TFDS_DATA_DIR") or
+    return data_dir or os.path.expanduser(os.environ.get("TFDS_DATA_DIR") or
                                           tfds.core.constants.DATA_DIR)
-    return os.path.join(root, "downloads", "manual")
 
 
-def prepare_builder(data_dir):
-    """The prepared tfds builder of imagenet2012; prepares it from the manual archives if needed.
+def prepare_builder(data_dir, manual=None):
+    """The prepared tfds builder of imagenet2012; prepares it from the manual archives (in `manual`,
+    default `manual_dir(data_dir)`) if needed.
 
     Raises UserError naming the exact paths when the archives are missing (tfds itself raises an
     AssertionError deep inside the builder).
@@ -73,15 +78,16 @@ def prepare_builder(data_dir):
     builder = tfds.builder(NAME, data_dir=data_dir)
     if builder.is_prepared():
         return builder
-    manual = manual_dir(data_dir)
+    command = prepare_data_command(NAME, data_root(data_dir)) + (f" --manual_dir={manual}"
+                                                                 if manual else "")
+    manual = manual or manual_dir(data_dir)
     missing = [a for a in ARCHIVES if not os.path.isfile(os.path.join(manual, a))]
     if missing:
         raise UserError(
             f"{NAME} is not prepared in {builder.data_dir} and {' and '.join(missing)} "
             f"{'is' if len(missing) == 1 else 'are'} missing: download ILSVRC2012_img_train.tar "
             f"and ILSVRC2012_img_val.tar from https://image-net.org (registration needed), put "
-            f"both in {manual}/ and run `tfds build {NAME}"
-            f"{' --data_dir=' + data_dir if data_dir else ''}` once (or re-run this command)")
+            f"both in {manual}/ and run `{command}` once (or re-run this command)")
     try:
         builder.download_and_prepare(
             download_config=tfds.download.DownloadConfig(manual_dir=manual))

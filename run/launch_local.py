@@ -85,8 +85,17 @@ def stop(procs, grace=10.0):
             p.wait()
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad flag is one line on stderr and exit status 2, as in every entry point (argparse's
+    own error prints the usage first)."""
+
+    def error(self, message):
+        print(f"error: {message} (--help lists the flags)", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         description=__doc__.split("\n\n")[0],
         usage="%(prog)s [--num_workers=N] [--threads_per_worker=T] [--pin_cpus] [--timeout=S] "
               "-- SCRIPT [FLAGS...]")

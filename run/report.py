@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from resnet_nobn import report  # noqa: E402
+from resnet_nobn import cli, report  # noqa: E402
 
 flags.DEFINE_string("root", None, "Root directory of the study (run/ablate.py --root).")
 flags.DEFINE_string("out_md", None, "Markdown file for the table (default: ROOT/report.md).")
@@ -40,4 +40,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=cli.parse_flags)

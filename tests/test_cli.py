@@ -77,7 +77,8 @@ def test_impossible_flags_are_refused_before_anything_is_written(tmp_path, args,
 def test_data_dir_without_the_dataset_says_how_to_prepare_it(tmp_path):
     proc = run_cli("cifar_train.py", "--dataset=cifar100", f"--data_dir={tmp_path}",
                    f"--model_dir={tmp_path / 'run'}", "--train_steps=1")
-    _assert_one_line_error(proc, "no prepared cifar100", "tfds build cifar100")
+    _assert_one_line_error(proc, "no prepared cifar100",
+                           "python run/prepare_data.py --dataset=cifar100")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
     assert not (tmp_path / "run").exists()

@@ -1,0 +1,83 @@
+"""Downloads and prepares a dataset in a tfds data directory, for training with --data_dir.
+
+    python run/prepare_data.py --dataset=cifar100 --data_dir=DIR
+    python run/prepare_data.py --dataset=imagenet2012 --data_dir=DIR   # archives in DIR/downloads/manual
+    python run/prepare_data.py --dataset=imagenet2012 --data_dir=DIR --manual_dir=/archives
+
+The tfds builder's own `download_and_prepare`, the same data the training commands read, in a
+Python environment made from requirements.txt (tfds' `tfds build` command needs apache_beam,
+which is not in it). CIFAR-10/100 are downloaded from www.cs.toronto.edu (about 170 MB); ImageNet
+cannot be downloaded automatically: put ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar from
+https://image-net.org in the manual directory and this converts them (hours, ~150 GB). Then train
+with `python run/cifar_train.py --dataset=NAME --data_dir=DIR` (or run/imagenet_train.py), or copy
+DIR to a machine without internet access. A dataset already prepared in DIR is left as it is.
+"""
+import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
+import os
+import sys
+
+from absl import app, flags
+
+from resnet_nobn import cli
+from resnet_nobn.config import DATASETS
+from resnet_nobn.errors import UserError
+
+flags.DEFINE_enum("dataset", None, list(DATASETS), "The dataset to prepare.")
+flags.DEFINE_string("data_dir", None, "The tfds data directory to prepare it in (created if "
+                    "missing); default: tfds' own (TFDS_DATA_DIR, else ~/tensorflow_datasets), "
+                    "the one a training run without --data_dir reads.")
+flags.DEFINE_string("manual_dir", None, "imagenet2012 only: the directory holding "
+                    "ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar (default: "
+                    "DATA_DIR/downloads/manual).")
+flags.mark_flag_as_required("dataset")
+FLAGS = flags.FLAGS
+
+
+def prepare():
+    """Prepares --dataset in --data_dir; UserError (one line) when it cannot."""
+    name, data_dir, manual = FLAGS.dataset, FLAGS.data_dir, FLAGS.manual_dir
+    if manual is not None and name != "imagenet2012":
+        raise UserError(f"--manual_dir is for --dataset=imagenet2012 only; {name} is downloaded")
+    if data_dir:
+        if os.path.exists(data_dir) and not os.path.isdir(data_dir):
+            raise UserError(f"--data_dir={data_dir} is a file, not a directory; give another path")
+        try:
+            os.makedirs(data_dir, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create --data_dir={data_dir}: {e.strerror or e}") from None
+    with cli.quiet_stderr():  # TensorFlow's start-up lines
+        import tensorflow as tf
+        from resnet_nobn import cifar, imagenet
+    tf.get_logger().setLevel("ERROR")
+    if name == imagenet.NAME:
+        builder = imagenet.prepare_builder(data_dir, manual)
+    else:
+        builder = cifar.tfds_builder(name, data_dir)
+        if builder.is_prepared():
+            print(f"{name} is already prepared in {builder.data_dir}", flush=True)
+            return
+        print(f"downloading {name} into {builder.data_dir} ...", flush=True)
+        cifar.download_and_prepare(builder)
+    splits = ", ".join(f"{s} {v.num_examples:,}" for s, v in sorted(builder.info.splits.items()))
+    entry = "imagenet_train.py" if name == imagenet.NAME else f"cifar_train.py --dataset={name}"
+    print(f"{name} is prepared in {builder.data_dir} ({splits} images); train with: "
+          f"python run/{entry}{f' --data_dir={data_dir}' if data_dir else ''}", flush=True)
+
+
+def main(argv):
+    from absl import logging
+    logging.set_verbosity(logging.ERROR)  # tfds' absl warnings: errors are said in one line
+
+    def prepare_or_stop():
+        try:
+            prepare()
+        except KeyboardInterrupt:  # tfds writes into a temporary directory, renamed when complete
+            print("interrupted; nothing was prepared: re-run the same command", file=sys.stderr,
+                  flush=True)
+            sys.exit(130)
+
+    cli.main_wrapper(prepare_or_stop)
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=cli.parse_flags)

@@ -1,0 +1,116 @@
+"""What README.md and docs/ promise about the programs' output, checked against the programs: the
+progress line, one `error:` line on stderr with exit status 2 from every entry point under run/,
+and what a run leaves in --model_dir (docs/training.md)."""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, run_cli
+
+# docs/training.md: `step 2000/60000  loss 1.2345  xent 1.2001  lr 0.05  1532.1 img/s  eta 0:35:12`
+PROGRESS = re.compile(r"step \d+/\d+  loss \d+\.\d{4}  xent \d+\.\d{4}  lr [0-9.e+-]+  "
+                      r"\d+\.\d img/s  eta \d+:\d\d:\d\d")
+TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
+        "--batch_size=8", "--learning_rate=0.01", "--eval_every=4"]
+
+
+def _docs():
+    for path in [os.path.join(ROOT, "README.md"), *glob.glob(os.path.join(ROOT, "docs", "*.md"))]:
+        with open(path) as f:
+            yield os.path.basename(path), f.read()
+
+
+def test_progress_lines_in_the_docs_are_the_programs():
+    shown = [(name, line) for name, text in _docs() for line in text.splitlines() if " eta " in line]
+    assert shown  # docs/training.md shows one
+    for name, line in shown:
+        assert PROGRESS.search(line), (name, line)
+
+
+def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(tmp_path):
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", "--log_every=2",
+                   "--checkpoint_every=2", f"--model_dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
+    assert len(progress) == 2 and all(PROGRESS.fullmatch(line) for line in progress), proc.stdout
+    # `.lock` stays, naming its last holder; it is an flock, so it does not block the next run
+    holder = (tmp_path / ".lock").read_text().strip()
+    assert re.fullmatch(r"pid \d+ on host \S+ since [0-9-]+ [0-9:]+", holder), holder
+    # a loss for each checkpoint a loop trained on from; none for the one the run ended at
+    assert sorted(os.listdir(tmp_path / "ckpt")).count("ckpt-4.index") == 1
+    assert sorted(json.loads((tmp_path / "ckpt" / "losses.json").read_text())) == ["0", "2"]
+
+
+def _without_tensorflow(tmp_path):
+    """PYTHONPATH with a `tensorflow` that cannot be imported: what is said before it loads."""
+    fake = tmp_path / "fake" / "tensorflow"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "__init__.py").write_text("raise ImportError('tensorflow imported')\n")
+    return str(tmp_path / "fake")
+
+
+def _one_error_line(proc, *fragments):
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), \
+        (proc.returncode, proc.stderr)
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("script, args, fragment", [
+    ("cifar_train.py", ["--widhts=8"], "Did you mean: widths"),
+    ("cifar_train.py", ["--batch_size=x"], "--batch_size"),
+    ("cifar_train.py", ["extra"], "unexpected arguments: extra"),
+    ("imagenet_train.py", ["--strategy=fast"], "--strategy=fast"),
+    ("ablate.py", ["--nonsense"], "nonsense"),
+    ("report.py", [], "--root"),
+    ("launch_local.py", ["--num_workers=two"], "--num_workers"),
+    ("prepare_data.py", ["--dataset=mnist"], "--dataset=mnist"),
+    ("prepare_data.py", [], "--dataset"),
+])
+def test_every_entry_point_says_a_flag_error_in_one_line_before_tensorflow(tmp_path, script, args,
+                                                                            fragment):
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", script), *args],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=_without_tensorflow(tmp_path)))
+    _one_error_line(proc, fragment)
+
+
+@pytest.mark.parametrize("env, fragment", [
+    ({"TF_CONFIG": "{not json"}, "TF_CONFIG"),
+    ({"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}'},
+     "TF_CONFIG"),
+    ({"RESNET_NOBN_CONNECT_TIMEOUT": "-1"}, "RESNET_NOBN_CONNECT_TIMEOUT"),  # no TF_CONFIG set
+    ({"RESNET_NOBN_HEARTBEAT_TIMEOUT": "soon"}, "RESNET_NOBN_HEARTBEAT_TIMEOUT"),
+])
+def test_bad_cluster_settings_are_one_line_before_tensorflow_loads(tmp_path, env, fragment):
+    base = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith("RESNET_NOBN")}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *TINY,
+                           f"--model_dir={tmp_path / 'run'}"], capture_output=True, text=True,
+                          timeout=60, env=dict(base, PYTHONPATH=_without_tensorflow(tmp_path), **env))
+    _one_error_line(proc, fragment)
+    assert not (tmp_path / "run").exists()
+
+
+def test_data_dir_without_the_dataset_is_exactly_one_line(tmp_path):
+    proc = run_cli("cifar_train.py", "--dataset=cifar100", f"--data_dir={tmp_path}",
+                   f"--model_dir={tmp_path / 'run'}")
+    _one_error_line(proc, "no prepared cifar100",
+                    "`python run/prepare_data.py --dataset=cifar100 --data_dir=DIR`")
+
+
+def test_no_doc_or_message_names_a_command_this_environment_lacks():
+    """`tfds build` needs apache_beam, which requirements.txt does not install: the command given
+    is run/prepare_data.py."""
+    tfds_build = re.compile(r"tfds build (cifar|imagenet)")
+    paths = [os.path.join(ROOT, "README.md")] + [
+        p for folder in ("resnet_nobn", "run", "docs", "bench")
+        for p in glob.glob(os.path.join(ROOT, folder, "*.*")) if p.endswith((".py", ".md"))]
+    for path in paths:
+        with open(path) as f:
+            assert not tfds_build.search(f.read()), path
