@@ -212,6 +212,21 @@ class TrainConfig:
                                            for k, v in d.items()})
 
 
+# TrainConfig's fields by what a change of one means for a run that has checkpoints: one list for
+# the trainer (a resume or --eval_only in the same model_dir: resnet_nobn/rundir.py) and for
+# run/ablate.py (which reuses a finished run only if its scientific fields match: study.py).
+# What a run computes: never changed on resume, except --learning_rate and --clip_norm to the values
+# of a diverged run's `retry with:` advice (resnet_nobn/recipes.py).
+SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "crop_padding", "batch_size",
+                     "learning_rate", "lr_boundaries", "lr_decay_factor", "lr_decay_every",
+                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "seed")
+# Where it runs, for how long, and its bookkeeping: a resume may change these (each change is
+# recorded in results.json with its step). Every field in neither list (the model's;
+# mixed_precision, on which the checkpoint's optimizer state and the numerics depend) is fixed.
+RESUMABLE_FIELDS = ("train_steps", "data_dir", "model_dir", "eval_every", "eval_steps",
+                    "checkpoint_every", "log_every", "steps_per_loop", "strategy", "xla")
+
+
 def config_diffs(old: dict, new: dict, fields=()):
     """`name: old there, new here` for each of `fields` and each model field where the JSON forms
     of two configurations (a saved config.json and `TrainConfig.to_json()`) differ."""
