@@ -53,28 +53,29 @@ class Checkpoints:
         order, diverged = rundir.resume_order(ckpt_dir, cfg.model_dir, cfg.model.num_classes)
         if not order:
             return None
-        skipped, unreadable = [], False
+        skipped, unreadable = [], 0
         for step, why in order:
             path = os.path.join(ckpt_dir, f"ckpt-{step}")
             if why is None:
                 try:
                     self.checkpoint.restore(path).assert_existing_objects_matched()
                 except Exception as e:  # noqa: BLE001 -- any failure means an unusable checkpoint
-                    unreadable = True
+                    unreadable += 1
                     why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
                 else:
                     bad = nonfinite(self.model.variables)
                     if not bad:
                         break
-                    why = f"weights not finite: {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}"
+                    why = "weights not finite: " + ", ".join(bad[:3]) + (" ..." if bad[3:] else "")
             elif diverged is not None:
                 why = f"taken on the way to the blow-up: {why}"
             skipped.append(f"ckpt-{step} ({why})")
         else:
-            what = "unreadable (corrupt, or of another architecture) or unusable" if unreadable \
-                else "unusable"
+            what = ("unreadable (corrupt, or of another architecture)"
+                    if unreadable == len(skipped) else "unusable")
             raise UserError(f"no checkpoint in {ckpt_dir} can be restored, all are {what} "
-                            f"({'; '.join(skipped)}); move {ckpt_dir} away or use a new --model_dir")
+                            f"({'; '.join(skipped)}); move {ckpt_dir} away or use a new "
+                            "--model_dir")
         if skipped:
             log(f"skipped {', '.join(skipped)}", self.chief)
         self._restored = (step, order, diverged)

@@ -180,7 +180,8 @@ class TrainConfig:
                              lower=1)
     eval_steps: int = option(0, "Evaluate on at most this many test batches (0: the whole test "
                              "split).", "global batches", lower=0)
-    eval_only: bool = option(False, "Evaluate the latest checkpoint in --model_dir and exit.")
+    eval_only: bool = option(False, "Evaluate the latest checkpoint in --model_dir (given the "
+                             "run's flags) and exit; adds the evaluation to results.json.")
     checkpoint_every: int = option(1_000, "Save a checkpoint every this many steps (and at the "
                                    "end); a crash loses at most this much work.", "steps", lower=1)
     log_every: int = option(100, "Print progress and write training summaries every this many "

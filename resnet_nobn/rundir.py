@@ -11,8 +11,9 @@ When a run diverges, the trainer writes `model_dir/diverged.json` (the step and 
 advice). A re-run then resumes from:
 
   * the newest checkpoint that restores with finite weights, skipping (and naming) any whose
-    files are missing or unreadable or whose weights are not (resnet_nobn/checkpoints.py); if `ckpt/` holds checkpoint files but none restores, the run stops (it never
-    silently starts again at step 0);
+    files are missing or unreadable or whose weights are not (resnet_nobn/checkpoints.py); if
+    `ckpt/` holds checkpoint files but none restores, the run stops (it never silently starts
+    again at step 0);
   * after a divergence, the newest checkpoint taken *before the blow-up*: its weights are finite
     (the trainer only saves finite weights) and its loss is at most `ln(num_classes)` above the
     lowest loss recorded up to it, so not already on the way up, or else the initialisation
@@ -114,7 +115,8 @@ def check_model_dir(cfg):
     refused, changes = [], {}
     for name in new:
         there, here = old.get(name), new[name]
-        if name in ("model", "eval_only") or there == here:
+        if name in ("model", "eval_only") or there == here or (
+                name == "model_dir" and os.path.normpath(str(there)) == os.path.normpath(here)):
             continue
         if name in RESUMABLE_FIELDS or (name in advised and _same(advised[name], here)):
             changes[name] = [there, here]

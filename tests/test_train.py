@@ -67,7 +67,7 @@ def test_head_never_changes_and_is_restored_from_the_checkpoint(tmp_path):
     np.testing.assert_array_equal(trainer.model.get_layer("head").projection.numpy(), head0)
     assert not np.allclose(trainer.model.get_layer("stem").kernel.numpy(), stem0)
     # evaluation uses the checkpoint's matrix, whatever the freshly built model holds
-    fresh = Trainer(tiny_config(tmp_path, train_steps=5))
+    fresh = Trainer(cfg)
     fresh.model.get_layer("head").projection.assign(tf.zeros_like(head0))
     fresh.checkpoints.restore()
     np.testing.assert_array_equal(fresh.model.get_layer("head").projection.numpy(), head0)
@@ -122,9 +122,6 @@ def test_batch_that_does_not_split_over_replicas_is_refused(tmp_path):
 
 
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
-    cfg = tiny_config(tmp_path, train_steps=4, checkpoint_every=2, learning_rate=0.01)
-    Trainer(cfg).run()
-    results_before = (tmp_path / "results.json").read_text()
     diverging = tiny_config(tmp_path, train_steps=50, checkpoint_every=1, learning_rate=1e8,
                             lr_boundaries=())
     with pytest.raises(TrainingDiverged, match="NaN"):
@@ -135,7 +132,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
         value = reader.get_tensor(name)
         if isinstance(value, np.ndarray) and value.dtype.kind == "f":
             assert np.all(np.isfinite(value)), name
-    assert (tmp_path / "results.json").read_text() == results_before
+    assert not (tmp_path / "results.json").exists()  # nothing recorded as a result
 
 
 def test_eval_only_evaluates_the_latest_checkpoint(tmp_path):
