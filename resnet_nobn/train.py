@@ -187,9 +187,6 @@ class Trainer:
             {"step": self.step, "field": k, "from": there, "to": here}
             for k, (there, here) in self.changes.items()) if c not in self._previous_changes]
         if self.resume_changes:
-            log("resuming with " + ", ".join(f"{c['field']} {c['from']} -> {c['to']}"
-                                             for c in self.resume_changes)
-                + " (recorded in results.json)", self.chief)
             self.write_results(history, wall, self._previous.get("images_per_sec"))
 
     # -- the loop ------------------------------------------------------------------------------
@@ -220,6 +217,10 @@ class Trainer:
         self.checkpoints.commit()
         if restored:
             log(f"resumed from {os.path.abspath(restored)} at step {self.step}", self.chief)
+            if self.resume_changes:
+                log("with " + ", ".join(f"{c['field']} {c['from']} -> {c['to']}"
+                                        for c in self.resume_changes)
+                    + " (recorded in results.json)", self.chief)
         else:
             log(f"new run in {os.path.abspath(cfg.model_dir)}", self.chief)
             self.checkpoints.save()  # step 0: a run diverging early restarts from its initialisation
