@@ -1,6 +1,7 @@
 """The checkpoints of a run: saved on schedule with the loss of the step after them, refused when
 the weights are no longer finite, and on a re-run restored from the one the run directory's rules
-pick (resnet_nobn/rundir.py: corrupt ones and those on the way to a blow-up are skipped).
+pick (resnet_nobn/rundir.py: corrupt ones, those with non-finite weights and those on the way
+to a blow-up are skipped).
 
 Only the chief writes into model_dir/ckpt; every other worker saves into a scratch directory of
 its own (multi-worker checkpointing needs every worker to save), which it deletes at the end.

@@ -2,10 +2,12 @@
 
 The loop trains in compiled loops of --steps_per_loop steps (resnet_nobn/steps.py), logs, saves
 checkpoints (resnet_nobn/checkpoints.py) and evaluates on schedule. Everything is kept in
-`model_dir` (resnet_nobn/rundir.py): `config.json` (a later run with another architecture is
-refused), `ckpt/` (a re-run resumes from it), `train/` and `eval/` TensorBoard summaries
-(resnet_nobn/monitor.py), and `results.json`, rewritten after every evaluation. One device,
-several GPUs and several workers (resnet_nobn/cluster.py) run the same loop.
+`model_dir` (resnet_nobn/rundir.py): `config.json` (a later run with another architecture or
+other settings is refused; what a resume may change is in resnet_nobn/config.py, and each change
+is recorded in results.json), `ckpt/` (a re-run resumes from it), `train/` and `eval/`
+TensorBoard summaries (resnet_nobn/monitor.py), and `results.json`, rewritten after every
+evaluation. One device, several GPUs and several workers (resnet_nobn/cluster.py) run the same
+loop.
 """
 import math
 import os
