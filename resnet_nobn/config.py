@@ -180,7 +180,8 @@ class TrainConfig:
                              lower=1)
     eval_steps: int = option(0, "Evaluate on at most this many test batches (0: the whole test "
                              "split).", "global batches", lower=0)
-    eval_only: bool = option(False, "Evaluate the latest checkpoint in --model_dir and exit.")
+    eval_only: bool = option(False, "Evaluate the latest checkpoint in --model_dir (given the "
+                             "run's flags) and exit; adds the evaluation to results.json.")
     checkpoint_every: int = option(1_000, "Save a checkpoint every this many steps (and at the "
                                    "end); a crash loses at most this much work.", "steps", lower=1)
     log_every: int = option(100, "Print progress and write training summaries every this many "
@@ -211,6 +212,21 @@ class TrainConfig:
                                for k, v in d.pop("model").items()})
         return TrainConfig(model=model, **{k: tuple(v) if isinstance(v, list) else v
                                            for k, v in d.items()})
+
+
+# TrainConfig's fields by what a change of one means for a run that has checkpoints: one list for
+# the trainer (a resume or --eval_only in the same model_dir: resnet_nobn/rundir.py) and for
+# run/ablate.py (which reuses a finished run only if its scientific fields match: study.py).
+# What a run computes: never changed on resume, except --learning_rate and --clip_norm to the values
+# of a diverged run's `retry with:` advice (resnet_nobn/recipes.py).
+SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "crop_padding", "batch_size",
+                     "learning_rate", "lr_boundaries", "lr_decay_factor", "lr_decay_every",
+                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "seed")
+# Where it runs, for how long, and its bookkeeping: a resume may change these (each change is
+# recorded in results.json with its step). Every field in neither list (the model's;
+# mixed_precision, on which the checkpoint's optimizer state and the numerics depend) is fixed.
+RESUMABLE_FIELDS = ("train_steps", "data_dir", "model_dir", "eval_every", "eval_steps",
+                    "checkpoint_every", "log_every", "steps_per_loop", "strategy", "xla")
 
 
 def config_diffs(old: dict, new: dict, fields=()):

@@ -10,13 +10,18 @@ checkpoint, the training loss of the step after it, i.e. computed with the check
 When a run diverges, the trainer writes `model_dir/diverged.json` (the step and the `retry with:`
 advice). A re-run then resumes from:
 
-  * the newest checkpoint that restores, skipping (and naming) any whose files are missing or
-    unreadable; if `ckpt/` holds checkpoint files but none restores, the run stops (it never
-    silently starts again at step 0);
+  * the newest checkpoint that restores with finite weights, skipping (and naming) any whose
+    files are missing or unreadable or whose weights are not (resnet_nobn/checkpoints.py); if
+    `ckpt/` holds checkpoint files but none restores, the run stops (it never silently starts
+    again at step 0);
   * after a divergence, the newest checkpoint taken *before the blow-up*: its weights are finite
     (the trainer only saves finite weights) and its loss is at most `ln(num_classes)` above the
-    lowest loss recorded up to it, so not already on the way up; checkpoints after it are deleted,
-    since the resumed run writes its own at those steps.
+    lowest loss recorded up to it, so not already on the way up, or else the initialisation
+    (step 0, whatever the loss of the loop that blew up); checkpoints after it are deleted, since
+    the resumed run writes its own at those steps.
+
+A resume may change only some fields of config.json (`check_model_dir`); results.json records
+each change with its step under `resume_changes`.
 
 This module reads and writes files only (no TensorFlow); resnet_nobn/checkpoints.py restores.
 """
@@ -31,13 +36,14 @@ import socket
 import subprocess
 import time
 
-from resnet_nobn.config import config_diffs
+from resnet_nobn.config import RESUMABLE_FIELDS, config_diffs
 from resnet_nobn.console import log
 from resnet_nobn.errors import UserError
 
 LOSSES = "losses.json"
 DIVERGED = "diverged.json"
 LOCK = ".lock"
+RESUME_CHANGES = "resume_changes"  # results.json: [{step, field, from, to}] of each resume's changes
 
 
 class InUse(Exception):
@@ -87,24 +93,60 @@ def read_json(path):
 
 
 def check_model_dir(cfg):
-    """Refuses a model_dir whose config.json is unreadable or of another architecture or dataset
-    than `cfg` (its checkpoints would not restore)."""
+    """Refuses a model_dir whose config.json is unreadable, of another architecture or dataset than
+    `cfg` (its checkpoints would not restore), or that `cfg` would resume with other settings than
+    it ran with (resnet_nobn/config.py: SCIENTIFIC_FIELDS, RESUMABLE_FIELDS). Returns the run's
+    config.json (None for a new run) and {field: [there, here]}, the changes a resume may make:
+    RESUMABLE_FIELDS, and after a divergence --learning_rate/--clip_norm to its advised values."""
     path = os.path.join(cfg.model_dir, "config.json")
     if not os.path.exists(path):
-        return
+        return None, {}
     old = read_json(path)
     if old is None:
         raise UserError(f"{path} is unreadable or not a JSON object; move it away or use a new "
                         "--model_dir")
-    diffs = config_diffs(old, cfg.to_json(), fields=("dataset",))
+    new = cfg.to_json()
+    diffs = config_diffs(old, new, fields=("dataset",))
     if diffs:
         raise UserError(f"--model_dir={cfg.model_dir} holds a run of a different architecture "
                         f"({'; '.join(diffs)}); use a new --model_dir or the flags of that run")
+    advice = (read_json(os.path.join(cfg.model_dir, DIVERGED)) or {}).get("retry_with") or ""
+    advised = dict(t[2:].split("=", 1) for t in advice.split() if t.startswith("--") and "=" in t)
+    refused, changes = [], {}
+    for name in new:
+        there, here = old.get(name), new[name]
+        if name in ("model", "eval_only") or there == here or (
+                name == "model_dir" and os.path.normpath(str(there)) == os.path.normpath(here)):
+            continue
+        if name in RESUMABLE_FIELDS or (name in advised and _same(advised[name], here)):
+            changes[name] = [there, here]
+        else:
+            refused.append(f"{name}: {_text(there)} there, {_text(here)} here")
+    if refused:
+        retry = (f"; after its divergence only the advised {advice} may change" if advice else "")
+        raise UserError(f"--model_dir={cfg.model_dir} holds a run trained with other settings "
+                        f"({'; '.join(refused)}){retry}; re-run with that run's flags or use a new "
+                        "--model_dir")
+    return old, changes
+
+
+def _same(text, value):
+    """Whether the advised flag value `text` is `value`."""
+    try:
+        return float(text) == float(value)
+    except (TypeError, ValueError):
+        return False
+
+
+def _text(value):
+    """A config.json value as its flag would say it (lists as comma lists)."""
+    return (",".join(map(str, value)) or "(none)") if isinstance(value, list) else value
 
 
 def previous_results(model_dir, chief):
-    """(history, wall time, rollbacks) of model_dir/results.json; an unreadable one is set aside
-    (by the chief) and said so, and the history starts anew."""
+    """(history, wall time, rollbacks, changes on resume) of model_dir/results.json, and the whole
+    of it ({} if none); an unreadable one is set aside (by the chief) and said so, and the history
+    starts anew."""
     path = os.path.join(model_dir, "results.json")
     old = read_json(path)
     if old is None and os.path.exists(path) and chief:
@@ -113,7 +155,8 @@ def previous_results(model_dir, chief):
         log(f"warning: {path} is unreadable; moved to {aside}, the history starts anew")
     old = old or {}
     history = [h for h in old.get("history") or [] if isinstance(h, dict) and "step" in h]
-    return history, float(old.get("wall_time_s") or 0.0), list(old.get("rollbacks") or [])
+    return (history, float(old.get("wall_time_s") or 0.0), list(old.get("rollbacks") or []),
+            list(old.get(RESUME_CHANGES) or []), old)
 
 
 def git_commit():
@@ -164,10 +207,14 @@ def _write_losses(ckpt_dir, losses):
 
 
 def exploded(step, losses, num_classes):
-    """Why the checkpoint at `step` was taken on the way to a blow-up, or None if it was not."""
+    """Why the checkpoint at `step` was taken on the way to a blow-up, or None if it was not. The
+    one of step 0 holds the initialisation, whatever loss its first loop ended with: a retry with
+    other flags may always start from it."""
+    if step == 0:
+        return None
     loss = losses.get(step)
     if loss is None:
-        return None if step == 0 else "no loss recorded with its weights"
+        return "no loss recorded with its weights"
     if not math.isfinite(loss):
         return f"loss {loss}"
     best = min((l for s, l in losses.items() if s <= step and l is not None), default=loss)

@@ -30,14 +30,8 @@ import subprocess
 import sys
 import time
 
-from resnet_nobn.config import TrainConfig, config_diffs, resolve_init
+from resnet_nobn.config import SCIENTIFIC_FIELDS, TrainConfig, config_diffs, resolve_init
 from resnet_nobn.rundir import atomic_write_json, read_json
-
-# Hyperparameters that define what a run computes; a finished run is reused only if they match.
-# (Bookkeeping such as eval_every, strategy or --xla may change between a run and its resumption.)
-SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "crop_padding", "batch_size",
-                     "learning_rate", "lr_boundaries", "lr_decay_factor", "lr_decay_every",
-                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "seed")
 
 STATUS = "study_status.json"  # in each run's directory: running | finished | failed | timeout
 

@@ -2,10 +2,12 @@
 
 The loop trains in compiled loops of --steps_per_loop steps (resnet_nobn/steps.py), logs, saves
 checkpoints (resnet_nobn/checkpoints.py) and evaluates on schedule. Everything is kept in
-`model_dir` (resnet_nobn/rundir.py): `config.json` (a later run with another architecture is
-refused), `ckpt/` (a re-run resumes from it), `train/` and `eval/` TensorBoard summaries
-(resnet_nobn/monitor.py), and `results.json`, rewritten after every evaluation. One device,
-several GPUs and several workers (resnet_nobn/cluster.py) run the same loop.
+`model_dir` (resnet_nobn/rundir.py): `config.json` (a later run with another architecture or
+other settings is refused; what a resume may change is in resnet_nobn/config.py, and each change
+is recorded in results.json), `ckpt/` (a re-run resumes from it), `train/` and `eval/`
+TensorBoard summaries (resnet_nobn/monitor.py), and `results.json`, rewritten after every
+evaluation. One device, several GPUs and several workers (resnet_nobn/cluster.py) run the same
+loop.
 """
 import math
 import os
@@ -50,7 +52,8 @@ class Trainer:
         log(description, self.chief)
         check_memory(cfg, replicas)
         self.input = data.make_input(cfg)
-        rundir.check_model_dir(cfg)
+        # the run's config.json (None: a new run) and the changes this resume makes to it
+        self.run_config, self.changes = rundir.check_model_dir(cfg)
         self.model, self.optimizer = steps.build(cfg, self.strategy)
         self.trainable_params = model_lib.count_params(self.model.trainable_variables)
         self.monitor = monitor.Monitor(self.model, self.optimizer, lambda: next(iter(
@@ -59,6 +62,9 @@ class Trainer:
                                                    self.task_id)
         self._train_loop = self._eval_step = None
         self._previous_rollbacks = []  # divergences earlier runs resumed from (results.json)
+        self._previous_changes = []  # settings earlier resumes changed (results.json)
+        self._previous = {}  # the whole of results.json as this run found it
+        self.resume_changes = []  # the settings this resume changed: [{step, field, from, to}]
         # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
         self.preemption = cluster.preemption_handler(
             self.strategy, self.checkpoints.save, self.checkpoints.remove_scratch,
@@ -122,7 +128,14 @@ class Trainer:
         """Writes (atomically) and returns results.json: the last evaluation, the history, where
         and how fast it ran, the versions, the git commit and the configuration."""
         cfg = self.cfg
+        history = sorted(history, key=lambda h: h["step"])
         last = history[-1] if history else {}
+        if cfg.eval_only and self._previous:  # an evaluation changes nothing about the training
+            results = dict(self._previous, history=history, top1_error=last.get("top1_error"),
+                           top5_error=last.get("top5_error"))
+            rundir.atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
+            return results
+        recorded = self.run_config if cfg.eval_only and self.run_config else cfg.to_json()
         results = {
             "dataset": cfg.dataset,
             "global_step": self.step,
@@ -135,21 +148,22 @@ class Trainer:
             "strategy": type(self.strategy).__name__,
             "images_per_sec": images_per_sec,
             "wall_time_s": wall_time,
-            "seed": cfg.seed,
+            "seed": recorded["seed"],
             "tf_version": tf.__version__,
             "keras_version": keras.__version__,
             "git_commit": rundir.git_commit(),
             "history": history,
             "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
-            "config": cfg.to_json(),
+            rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
+            "config": recorded,
         }
         rundir.atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
         return results
 
     def _previous_results(self):
-        """(history, wall time) of results.json (resnet_nobn/rundir.py), and its rollbacks kept."""
-        history, wall, self._previous_rollbacks = rundir.previous_results(self.cfg.model_dir,
-                                                                          self.chief)
+        """(history, wall time) of results.json (resnet_nobn/rundir.py); the rest of it kept."""
+        (history, wall, self._previous_rollbacks, self._previous_changes,
+         self._previous) = rundir.previous_results(self.cfg.model_dir, self.chief)
         return history, wall
 
     def _eval_due(self, step, history):
@@ -169,6 +183,14 @@ class Trainer:
             writers["eval"].flush()
         return self.write_results(history, wall_time, images_per_sec) if self.chief else None
 
+    def _record_changes(self, history, wall):
+        """Records in results.json, with the step, each setting this resume changes (rundir.py)."""
+        self.resume_changes = [c for c in (
+            {"step": self.step, "field": k, "from": there, "to": here}
+            for k, (there, here) in self.changes.items()) if c not in self._previous_changes]
+        if self.resume_changes:
+            self.write_results(history, wall, self._previous.get("images_per_sec"))
+
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self):
@@ -182,16 +204,28 @@ class Trainer:
             history, wall = self._previous_results()
             history = [h for h in history if h["step"] != self.step]
             return self._evaluate_and_record(history, None, wall, None)
+        if restored and self.step > cfg.train_steps:
+            raise UserError(f"--train_steps={cfg.train_steps} is below step {self.step} of the run "
+                            f"in {cfg.model_dir}; give --train_steps={self.step} or more to train "
+                            "on, or --eval_only to evaluate it")
 
-        if self.chief:
-            os.makedirs(cfg.model_dir, exist_ok=True)
-            rundir.atomic_write_json(os.path.join(cfg.model_dir, "config.json"), cfg.to_json())
-        if restored:
-            log(f"resumed from {restored} at step {self.step}", self.chief)
-        else:
-            self.checkpoints.save()  # step 0: a run diverging early restarts from its initialisation
         history, wall_before = self._previous_results() if restored else ([], 0.0)
         history = [h for h in history if h["step"] <= self.step]
+        if self.chief:
+            os.makedirs(cfg.model_dir, exist_ok=True)
+            if restored and self.changes:  # recorded before config.json says them
+                self._record_changes(history, wall_before)
+            rundir.atomic_write_json(os.path.join(cfg.model_dir, "config.json"), cfg.to_json())
+        self.checkpoints.commit()
+        if restored:
+            log(f"resumed from {os.path.abspath(restored)} at step {self.step}", self.chief)
+            if self.resume_changes:
+                log("with " + ", ".join(f"{c['field']} {c['from']} -> {c['to']}"
+                                        for c in self.resume_changes)
+                    + " (recorded in results.json)", self.chief)
+        else:
+            log(f"new run in {os.path.abspath(cfg.model_dir)}", self.chief)
+            self.checkpoints.save()  # step 0: a run diverging early restarts from its initialisation
 
         writers = None
         if self.chief:
@@ -261,6 +295,10 @@ def train(cfg: TrainConfig, strategy=None):
     """
     if not cfg.model_dir.strip():
         raise UserError("--model_dir is empty; give the directory of the run")
+    if any(c in cfg.model_dir for c in "[]*?"):  # TensorFlow globs the checkpoint path on restore
+        raise UserError(f"--model_dir={cfg.model_dir} contains [, ], * or ?, which TensorFlow reads "
+                        "as a glob pattern (its checkpoints could never be restored); use a path "
+                        "without them (renaming the directory keeps its run)")
     if os.path.exists(cfg.model_dir) and not os.path.isdir(cfg.model_dir):
         raise UserError(f"--model_dir={cfg.model_dir} is a file, not a directory; give another path")
     new = not os.path.exists(cfg.model_dir)
