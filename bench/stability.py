@@ -38,6 +38,12 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
     # candidate fixes of the paper's net that keep it identity-preserving and normalization-free
     "paper_clip1": ["--norm=none", "--init=identity", "--clip_norm=1"],
     "paper_warmup": ["--norm=none", "--init=identity", "--warmup_steps=300"],
+    # Section 2's regime kept by construction: every block's ||C2|| ||C1|| <= tau (issue 22)
+    "paper_tau0.1": ["--norm=none", "--init=identity", "--max_branch_norm=0.1"],
+    "paper_tau1": ["--norm=none", "--init=identity", "--max_branch_norm=1"],
+    "paper_tau3": ["--norm=none", "--init=identity", "--max_branch_norm=3"],
+    "paper_tau10": ["--norm=none", "--init=identity", "--max_branch_norm=10"],
+    "paper_tau1_clip1": ["--norm=none", "--init=identity", "--max_branch_norm=1", "--clip_norm=1"],
 }
 
 
@@ -52,6 +58,12 @@ def rates(args):
 
 def long_dir(root, net, blocks, lr, seed):
     return os.path.join(root, f"{net}_b{blocks}_s{seed}", f"lr{lr}")
+
+
+def long_dir_of(args, net, blocks, lr, seed):
+    """A --long run's model_dir; --schedule runs have their own tree under --root."""
+    root = os.path.join(args.root, "schedule") if args.schedule else args.root
+    return long_dir(root, net, blocks, lr, seed)
 
 
 def outcome(model_dir, steps):
@@ -72,7 +84,9 @@ def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mod
            f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
            f"--widths={args.widths}", f"--stem_width={args.widths.split(',')[0]}",
            f"--blocks_per_stage={blocks}", f"--batch_size={args.batch_size}",
-           f"--learning_rate={lr}", f"--train_steps={args.steps}", "--lr_boundaries=",
+           f"--learning_rate={lr}", f"--train_steps={args.steps}",
+           "--lr_boundaries=" + (f"{args.steps // 2},{round(args.steps * 5 / 6)}"
+                                 if args.schedule else ""),
            f"--eval_every={args.steps}", f"--eval_steps={eval_steps}", "--checkpoint_every=100",
            f"--log_every={log_every}", f"--seed={seed}"] + NETS[net]
     os.makedirs(model_dir, exist_ok=True)
@@ -97,7 +111,7 @@ def sweep(args, net, blocks):
 
 def train_long(args, net, blocks, lr, seed):
     """One `--steps`-step run at rate `lr`, evaluated on the whole test split at the end."""
-    model_dir = long_dir(args.root, net, blocks, lr, seed)
+    model_dir = long_dir_of(args, net, blocks, lr, seed)
     if outcome(model_dir, args.steps) is None:
         train(args, model_dir, net, blocks, lr, seed, eval_steps=0, log_every=50, log_mode="a")
     print(f"{net:<10} blocks {blocks}  lr {lr}  seed {seed}  {outcome(model_dir, args.steps)}",
@@ -114,7 +128,7 @@ def report_long(args):
                                              args.nets.split(",")):
         errors, seeds = [], []
         for seed in args.seeds.split(","):
-            model_dir = long_dir(args.root, net, blocks, lr, seed)
+            model_dir = long_dir_of(args, net, blocks, lr, seed)
             res = read_json(os.path.join(model_dir, "results.json")) or {}
             row = [h for h in res.get("history", []) if h["step"] == args.steps]
             if row:
@@ -225,6 +239,8 @@ def main():
     p.add_argument("--learning_rate", default="0.05",
                    help="with --long: the rate, or a comma list of rates (each net runs at each)")
     p.add_argument("--seeds", default="0,1", help="with --long: seeds, comma list")
+    p.add_argument("--schedule", action="store_true", help="the paper's schedule shape: the rate "
+                   "divided by 10 at 50%% and 83%% of --steps (its 30k and 50k of 60k); else constant")
     p.add_argument("--report", action="store_true", help="print the table of what is under --root")
     p.add_argument("--figure", help="with --report: also draw the curves of the deepest runs here")
     args = p.parse_args()

@@ -1,0 +1,99 @@
+"""Each residual block's Lipschitz bound ||C2||_2 * ||C1||_2 (times Fixup's/SkipInit's scalar),
+and the `--max_branch_norm` constraint that keeps it at most tau.
+
+Section 2 of Hardt & Ma proves that a linear residual network has no spurious critical point while
+every block's ||A_j|| < 1 (Theorem 2.2); Section 5 conjectures the same for blocks with one ReLU.
+The network's counterpart of ||A_j|| is the Lipschitz constant of the branch `C2 act(C1 h)`: the
+leaky ReLU is 1-Lipschitz, so ||branch(h) - branch(h')|| <= |scale| ||C2||_2 ||C1||_2 ||h - h'||,
+with ||C||_2 the spectral norm of the convolution as a linear operator on the block's feature map
+(zero padding and stride included). It is estimated by power iteration on the convolution and its
+adjoint (`tf.nn.conv2d`, `tf.nn.conv2d_transpose`) with one persistent vector per convolution
+(Miyato et al. 2018): a warm-started iteration tracks the slowly changing weights, so two
+iterations a step suffice after the first call's `warmup` iterations (an estimate from below:
+the spectrum of a convolution is dense near its top, and 30 cold iterations still miss ~3%).
+
+The constraint (`project`) runs after every SGD update, inside the compiled training loop: where a
+block's bound exceeds tau, both kernels are multiplied by c = sqrt(tau / bound), and so are their
+SGD velocities (Keras SGD: `v <- m v - lr g; w <- w + v`), so that the next update continues in the
+rescaled coordinates instead of undoing the projection.
+"""
+import tensorflow as tf
+
+from resnet_nobn.blocks import ResidualBlock
+
+
+def _normalize(x):
+    return x / (tf.norm(x) + 1e-12)
+
+
+class BranchBounds:
+    """Power iteration on every residual block's two convolutions of `model`.
+
+    The persistent vectors are created in the current (strategy) scope, mirrored, updated only in
+    cross-replica context; they start from a fixed stateless random draw (`seed`), so making them
+    consumes no random state of the run.
+    """
+
+    def __init__(self, model, seed=0, warmup=200, per_call=5):
+        self.blocks = [l for l in model.layers if isinstance(l, ResidualBlock)]
+        self.warmup, self.per_call = warmup, per_call
+        self.convs = []  # per block: ((conv, input shape [1, H, W, C]), ...) for C1 and C2
+        for b in self.blocks:
+            shape1 = (1,) + tuple(b.input.shape[1:])
+            shape2 = (1,) + tuple(b.first.compute_output_shape(shape1)[1:])
+            self.convs.append(((b.first, shape1), (b.second, shape2)))
+        self.vectors = []
+        for i, pair in enumerate(self.convs):
+            for j, (conv, shape) in enumerate(pair):
+                init = _normalize(tf.random.stateless_normal(shape, [seed, 2 * i + j]))
+                self.vectors.append(tf.Variable(
+                    init, trainable=False, name=f"power_{conv.name}",
+                    synchronization=tf.VariableSynchronization.ON_WRITE,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA))
+        self.calls = tf.Variable(0, trainable=False, dtype=tf.int64, name="power_calls",
+                                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    @staticmethod
+    def _apply(conv, kernel, x):
+        return tf.nn.conv2d(x, kernel, conv.strides, "SAME")
+
+    @staticmethod
+    def _adjoint(conv, kernel, y, shape):
+        return tf.nn.conv2d_transpose(y, kernel, shape, conv.strides, "SAME")
+
+    def _sigma(self, conv, shape, vector, iterations):
+        """Spectral norm of `conv` by `iterations` power iterations from `vector` (updated)."""
+        kernel = tf.cast(conv.kernel, tf.float32)
+        v = vector.read_value()
+        for _ in tf.range(iterations):
+            v = _normalize(self._adjoint(conv, kernel, self._apply(conv, kernel, v), shape))
+        vector.assign(v)
+        return tf.norm(self._apply(conv, kernel, v))
+
+    def bounds(self, iterations=None):
+        """[|scale| ||C2||_2 ||C1||_2 per block], each norm from `iterations` power iterations
+        (default: `warmup` at the first call, `per_call` after). Cross-replica context."""
+        if iterations is None:
+            iterations = tf.where(self.calls == 0, self.warmup, self.per_call)
+        self.calls.assign_add(1)
+        out = []
+        for b, ((c1, s1), (c2, s2)), k in zip(self.blocks, self.convs, range(0, 2 * len(self.blocks), 2)):
+            bound = (self._sigma(c1, s1, self.vectors[k], iterations)
+                     * self._sigma(c2, s2, self.vectors[k + 1], iterations))
+            if getattr(b, "branch_scale", None) is not None:
+                bound = bound * tf.abs(tf.cast(b.scale, tf.float32))
+            out.append(bound)
+        return out
+
+    def project(self, tau, optimizer):
+        """Rescales, where a block's bound exceeds `tau`, its two kernels and their SGD velocities
+        by sqrt(tau / bound): afterwards every bound is at most tau (as estimated)."""
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        momentums = getattr(inner, "momentums", None) or []
+        for ((c1, _), (c2, _)), bound in zip(self.convs, self.bounds()):
+            factor = tf.sqrt(tf.minimum(1.0, tau / tf.maximum(bound, 1e-30)))
+            for conv in (c1, c2):
+                conv.kernel.assign(conv.kernel * tf.cast(factor, conv.kernel.dtype))
+                if momentums:
+                    velocity = momentums[inner._get_variable_index(conv.kernel)]
+                    velocity.assign(velocity * tf.cast(factor, velocity.dtype))
