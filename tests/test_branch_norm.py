@@ -105,8 +105,8 @@ def test_tensorboard_has_the_bound_beside_the_branch_norm(tmp_path):
                 tags[v.tag] = float(tf.make_ndarray(v.tensor))
     assert {"branch_norm/stage2_block1", "branch_bound/stage2_block1"} <= set(tags)
     expected = _bounds(trainer.model)
-    for name, bound in expected.items():
-        assert tags[f"branch_bound/{name}"] == pytest.approx(bound, rel=1e-2)
+    for name, bound in expected.items():  # a power iteration's estimate, from below
+        assert 0.95 * bound <= tags[f"branch_bound/{name}"] <= bound * (1 + 1e-4)
 
 
 def test_max_branch_norm_with_batch_norm_is_refused(tmp_path):

@@ -165,11 +165,12 @@ def _descend(net, size):
     last, final, _ = mapping()
     identity = float(tf.reduce_mean(losses([tf.zeros_like(p) for p in params])))
     on_boundary = (tf.reduce_max(net.bound(params), -1) >= size.tau * (1 - 1e-6)).numpy()
-    return final.numpy() / identity, (last / first).numpy(), on_boundary
+    largest = float(tf.reduce_max(net.bound(params)))
+    return final.numpy() / identity, (last / first).numpy(), on_boundary, largest
 
 
 def _row(net, size):
-    loss, stationarity, boundary = _descend(net, size)
+    loss, stationarity, boundary, largest = _descend(net, size)
     reached = loss <= REACHED
     stuck = ~reached & (stationarity <= STATIONARY)
     verdict = ("HOLDS" if reached.all() else "DOES NOT HOLD" if stuck.any() else "INCONCLUSIVE")
@@ -182,12 +183,13 @@ def _row(net, size):
               f"ball's boundary (d={size.d}, n={size.n}, l={size.depth}, tau={size.tau}, "
               f"{size.iterations} steps of {size.learning_rate})")
     return dict(name=net.name, verdict=verdict, detail=detail, final_losses=loss.tolist(),
-                reached=int(reached.sum()), stuck=int(stuck.sum()), starts=size.starts)
+                reached=int(reached.sum()), stuck=int(stuck.sum()), starts=size.starts,
+                largest_bound=largest, tau=size.tau)
 
 
 def probe(quick=True):
     """The two rows, linear control first: a list of dicts (name, verdict, detail, final_losses,
-    reached, stuck, starts)."""
+    reached, stuck, starts, largest_bound: the largest block bound at the end, tau)."""
     size = QUICK if quick else FULL
     return [_row(_Linear, size), _row(_ReLU, size)]
 
