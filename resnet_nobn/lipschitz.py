@@ -30,19 +30,37 @@ def _normalize(x):
     return x / (tf.norm(x) + 1e-12)
 
 
-def circular_norm(kernel, input_shape):
+def circular_norm(kernel, input_shape, squarings=6):
     """An upper bound of ||C||_2 for the 'SAME' convolution C with `kernel` [k, k, c_in, c_out]
-    on an input of `input_shape` [1, H, W, c_in], any stride: the largest singular value of the
-    kernel's 2-D DFT over an N x N grid, N = max(H, W) + k - 1, i.e. the exact norm of the
-    circular convolution on that grid (Sedghi et al. 2019). The zero-padded convolution is a
-    restriction of it (the input embedded in the zeros of the larger grid, the output read on a
-    window, a stride subsamples the output), so its norm is at most this."""
+    on an input of `input_shape` [1, H, W, c_in], any stride.
+
+    The zero-padded convolution is a restriction of the circular convolution on an N x N grid,
+    N = max(H, W) + k - 1 (the input embedded in the zeros of the larger grid, the output read on
+    a window; a stride subsamples the output), so its norm is at most that one's, which is the
+    largest singular value of the kernel's 2-D DFT over the grid, max_w ||K(w)||_2 (Sedghi et al.
+    2019). Each ||K(w)||_2^2 = lambda_max(G), G = K(w)^H K(w), is bounded above without an SVD:
+    lambda_max(G) <= trace(G^(2^j))^(1/2^j), after j squarings (each normalized by its Frobenius
+    norm, kept in logs); the bound exceeds the norm by at most a factor min(c_in, c_out)^(1/2^(j+1))
+    (6 squarings: 1.022 at 16 channels, 1.033 at 64). Real kernels: rfft2d, half the frequencies.
+    """
     k = int(kernel.shape[0])
     n = max(int(input_shape[1]), int(input_shape[2])) + k - 1
     padded = tf.pad(tf.cast(kernel, tf.float32), [[0, n - k], [0, n - k], [0, 0], [0, 0]])
-    spectrum = tf.signal.fft2d(tf.complex(tf.transpose(padded, [2, 3, 0, 1]), 0.0))
-    matrices = tf.transpose(spectrum, [2, 3, 1, 0])  # [N, N, c_out, c_in]
-    return tf.reduce_max(tf.linalg.svd(matrices, compute_uv=False)[..., 0])
+    spectrum = tf.signal.rfft2d(tf.transpose(padded, [2, 3, 0, 1]))  # [c_in, c_out, N, N/2+1]
+    m = tf.reshape(tf.transpose(spectrum, [2, 3, 1, 0]), [-1] + spectrum.shape[1::-1].as_list())
+    if m.shape[1] < m.shape[2]:
+        m = tf.linalg.adjoint(m)  # the smaller Gram matrix: the same nonzero eigenvalues
+    g = tf.matmul(m, m, adjoint_a=True)  # [frequencies, c, c], Hermitian, PSD
+    log_lambda = tf.zeros([tf.shape(g)[0]], tf.float32)
+    for i in range(squarings):
+        scale = tf.norm(g, axis=[-2, -1])  # Frobenius, > 0 unless the kernel is 0 there
+        scale = tf.maximum(tf.math.real(scale), 1e-30)
+        log_lambda += 0.5 ** i * tf.math.log(scale)
+        g = g / tf.complex(scale, 0.0)[:, None, None]
+        g = tf.matmul(g, g)
+    trace = tf.maximum(tf.math.real(tf.linalg.trace(g)), 1e-30)
+    log_lambda += 0.5 ** squarings * tf.math.log(trace)
+    return tf.exp(0.5 * tf.reduce_max(log_lambda))
 
 
 class BranchBounds:
