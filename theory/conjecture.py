@@ -14,13 +14,16 @@ block's bound uniform in [0, tau]), projected gradient descent (plain gradient s
 a block outside the ball is rescaled onto its boundary: A_j by tau / ||A_j||, U_j and V_j each by
 sqrt(tau / (||V_j|| ||U_j||)) ) runs for `iterations` steps. Each start ends:
   reached     f <= 1e-4 f(identity): at the global minimum 0 (to that tolerance);
-  stuck       not reached, but the projected-gradient mapping ||P(w - eta grad f) - w|| / eta is
-              below 1e-4 of its value at the start: a stationary point of the constrained problem
-              above the minimum, i.e. a spurious one;
+  stuck       not reached, the projected-gradient mapping ||P(w - eta grad f) - w|| / eta below
+              1e-4 of its value at the start, and the loss down by less than 1% over the last
+              quarter of the steps: a stationary point of the constrained problem above the
+              minimum, i.e. a spurious one (a flat valley that descent would leave after many
+              more steps looks the same: a numerical probe cannot tell them apart for sure);
   unfinished  neither: still descending when the iterations ran out.
-Verdict: HOLDS when every start reached the minimum, DOES NOT HOLD when one got stuck, else
-INCONCLUSIVE. A spurious point on the ball's boundary would be a constrained (KKT) stationary point,
-which Theorem 2.2 does not speak about: its row says how many starts ended on the boundary.
+Verdict: HOLDS when every start reached the minimum; DOES NOT HOLD when one got stuck inside the
+ball (a spurious critical point, what Theorem 2.2 rules out for the linear net); else INCONCLUSIVE.
+A start stuck on the ball's boundary is a constrained (KKT) stationary point, which Theorem 2.2 does
+not speak about: it is counted and reported, and makes the row INCONCLUSIVE, not a counterexample.
 A numerical probe of finitely many starts can find a counterexample, never prove the conjecture.
 
 `probe(quick=True)` returns the two rows as plain dicts (name, verdict, detail, and the numbers);
@@ -32,7 +35,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-REACHED, STATIONARY = 1e-4, 1e-4
+REACHED, STATIONARY, STALLED = 1e-4, 1e-4, 1e-2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +88,10 @@ class _Linear:
         return _spectral(params[0])  # [S, l]
 
     @staticmethod
+    def dead_units(params, x):
+        return tf.zeros([x.shape[0]], tf.int32)
+
+    @staticmethod
     def project(params, tau):
         (a,) = params
         norm = _spectral(a)
@@ -119,6 +126,18 @@ class _ReLU:
         return _spectral(params[0]) * _spectral(params[1])
 
     @staticmethod
+    def dead_units(params, x):
+        """Per start: hidden units whose ReLU input is <= 0 on every data point (their U row,
+        s entry and V column get gradient exactly 0: frozen)."""
+        u, v, b = params
+        h, dead = x, 0
+        for j in range(u.shape[1]):
+            pre = tf.einsum("snd,sed->sne", h, u[:, j]) + b[:, j, None, :]
+            dead += tf.reduce_sum(tf.cast(tf.reduce_all(pre <= 0, axis=1), tf.int32), -1)
+            h = h + tf.einsum("snd,sed->sne", tf.nn.relu(pre), v[:, j])
+        return dead
+
+    @staticmethod
     def project(params, tau):
         u, v, b = params
         product = _spectral(u) * _spectral(v)
@@ -127,7 +146,8 @@ class _ReLU:
 
 
 def _descend(net, size):
-    """Final per-start (loss / loss of the identity, stationarity ratio, on the boundary)."""
+    """Per start at the end: loss / loss of the identity, stationarity ratio, stalled, on the
+    boundary, dead ReLU units; and the largest block bound."""
     rng = np.random.default_rng(size.seed)
     shape = (size.starts, size.depth, size.d)
     x = _unit_rows(rng.normal(size=(size.n, size.d)))
@@ -161,30 +181,37 @@ def _descend(net, size):
                 p.assign(m)
 
     first, _, _ = mapping()
-    run(tf.constant(size.iterations))
+    run(tf.constant(size.iterations - size.iterations // 4))
+    _, before, _ = mapping()
+    run(tf.constant(size.iterations // 4))
     last, final, _ = mapping()
     identity = float(tf.reduce_mean(losses([tf.zeros_like(p) for p in params])))
-    on_boundary = (tf.reduce_max(net.bound(params), -1) >= size.tau * (1 - 1e-6)).numpy()
-    largest = float(tf.reduce_max(net.bound(params)))
-    return final.numpy() / identity, (last / first).numpy(), on_boundary, largest
+    bounds = net.bound(params)
+    return dict(loss=final.numpy() / identity, stationarity=(last / first).numpy(),
+                stalled=((before - final) / before).numpy() < STALLED,
+                boundary=(tf.reduce_max(bounds, -1) >= size.tau * (1 - 1e-6)).numpy(),
+                dead=net.dead_units(params, xs).numpy(), largest=float(tf.reduce_max(bounds)))
 
 
 def _row(net, size):
-    loss, stationarity, boundary, largest = _descend(net, size)
+    end = _descend(net, size)
+    loss, boundary = end["loss"], end["boundary"]
     reached = loss <= REACHED
-    stuck = ~reached & (stationarity <= STATIONARY)
-    verdict = ("HOLDS" if reached.all() else "DOES NOT HOLD" if stuck.any() else "INCONCLUSIVE")
+    stuck = ~reached & (end["stationarity"] <= STATIONARY) & end["stalled"]
+    verdict = ("HOLDS" if reached.all() else "DOES NOT HOLD" if (stuck & ~boundary).any()
+               else "INCONCLUSIVE")
     q = np.quantile(loss, [0, 0.5, 1])
     detail = (f"{reached.sum()}/{size.starts} starts reached the global minimum 0, "
               f"{stuck.sum()} stuck at a stationary point above it "
-              f"({(stuck & boundary).sum()} of them on the ball's boundary), "
+              f"({(stuck & boundary).sum()} of them on the ball's boundary, "
+              f"{(stuck & (end['dead'] > 0)).sum()} with a ReLU unit dead on every data point), "
               f"{(~reached & ~stuck).sum()} unfinished; final loss / loss of the identity: "
-              f"min {q[0]:.1e}, median {q[1]:.1e}, max {q[2]:.1e}; {boundary.sum()} ended on the "
-              f"ball's boundary (d={size.d}, n={size.n}, l={size.depth}, tau={size.tau}, "
+              f"min {q[0]:.1e}, median {q[1]:.1e}, max {q[2]:.1e} "
+              f"(d={size.d}, n={size.n}, l={size.depth}, tau={size.tau}, "
               f"{size.iterations} steps of {size.learning_rate})")
     return dict(name=net.name, verdict=verdict, detail=detail, final_losses=loss.tolist(),
                 reached=int(reached.sum()), stuck=int(stuck.sum()), starts=size.starts,
-                largest_bound=largest, tau=size.tau)
+                largest_bound=end["largest"], tau=size.tau)
 
 
 def probe(quick=True):
