@@ -37,7 +37,8 @@ from resnet_nobn.rundir import atomic_write_json, read_json
 # (Bookkeeping such as eval_every, strategy or --xla may change between a run and its resumption.)
 SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "crop_padding", "batch_size",
                      "learning_rate", "lr_boundaries", "lr_decay_factor", "lr_decay_every",
-                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "seed")
+                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "max_branch_norm",
+                     "seed")
 
 STATUS = "study_status.json"  # in each run's directory: running | finished | failed | timeout
 
