@@ -41,17 +41,17 @@ REACHED, STATIONARY, STALLED = 1e-4, 1e-4, 1e-2
 @dataclasses.dataclass(frozen=True)
 class Size:
     d: int = 4           # dimension (the blocks are d x d: k = d, as in Section 3's U, V in R^{k x k})
-    n: int = 12          # data points
-    depth: int = 3       # residual blocks l
+    n: int = 24          # data points
+    depth: int = 5       # residual blocks l
     starts: int = 16     # random starts inside the ball
-    iterations: int = 3000
+    iterations: int = 4000
     tau: float = 0.5
     learning_rate: float = 0.5
     seed: int = 0
 
 
 QUICK = Size()
-FULL = Size(n=24, depth=5, starts=64, iterations=8000)
+FULL = Size(starts=64, iterations=16000)
 
 
 def _spectral(m):
