@@ -64,14 +64,15 @@ def circular_norm(kernel, input_shape, squarings=6):
 
 
 class BranchBounds:
-    """Power iteration on every residual block's two convolutions of `model`.
+    """Every residual block's bound: estimated by power iteration on its two convolutions
+    (`bounds`, for the summaries), bounded above (`upper_bounds`) and kept at most tau (`project`).
 
     The persistent vectors are created in the current (strategy) scope, mirrored, updated only in
     cross-replica context; they start from a fixed stateless random draw (`seed`), so making them
     consumes no random state of the run.
     """
 
-    def __init__(self, model, seed=0, warmup=200, per_call=5):
+    def __init__(self, model, seed=0, warmup=200, per_call=5, estimate=True):
         self.blocks = [l for l in model.layers if isinstance(l, ResidualBlock)]
         self.warmup, self.per_call = warmup, per_call
         self.convs = []  # per block: ((conv, input shape [1, H, W, C]), ...) for C1 and C2
@@ -80,6 +81,8 @@ class BranchBounds:
             shape2 = (1,) + tuple(b.first.compute_output_shape(shape1)[1:])
             self.convs.append(((b.first, shape1), (b.second, shape2)))
         self.vectors = []
+        if not estimate:  # only `upper_bounds` and `project`: no power-iteration state
+            return
         for i, pair in enumerate(self.convs):
             for j, (conv, shape) in enumerate(pair):
                 init = _normalize(tf.random.stateless_normal(shape, [seed, 2 * i + j]))

@@ -102,7 +102,7 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         sums = tf.Variable(tf.zeros([4]), trainable=False, name="loop_sums",
                            synchronization=tf.VariableSynchronization.ON_READ,
                            aggregation=tf.VariableAggregation.SUM)
-        bounds = (lipschitz.BranchBounds(model, seed=cfg.seed) if cfg.max_branch_norm > 0
+        bounds = (lipschitz.BranchBounds(model, estimate=False) if cfg.max_branch_norm > 0
                   else None)
 
     @tf.function(jit_compile=cfg.xla and not whole_step_xla)
