@@ -17,7 +17,10 @@ figure from what is under --root.
         --seeds=0,1 --learning_rate=0.05,0.1 --steps=1500
 
 `--long` trains each net for --steps steps at each rate of --learning_rate, for each seed, and
-tests it on the whole test split at the end (the 1,500-step comparison of docs/stability.md).
+tests it on the whole test split at the end (the 1,500-step comparison of docs/stability.md);
+with `--schedule`, the rate is divided by 10 at 50% and 83% of the steps (the paper's 30k and 50k
+of 60k), in runs of their own under --root/schedule. `--report --long --figure=F` draws every
+--long run's loss, largest block bound ||C2|| ||C1|| and largest branch norm against steps.
 """
 import argparse
 import os
@@ -38,6 +41,12 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
     # candidate fixes of the paper's net that keep it identity-preserving and normalization-free
     "paper_clip1": ["--norm=none", "--init=identity", "--clip_norm=1"],
     "paper_warmup": ["--norm=none", "--init=identity", "--warmup_steps=300"],
+    # Section 2's regime kept by construction: every block's ||C2|| ||C1|| <= tau (issue 22)
+    "paper_tau0.1": ["--norm=none", "--init=identity", "--max_branch_norm=0.1"],
+    "paper_tau1": ["--norm=none", "--init=identity", "--max_branch_norm=1"],
+    "paper_tau3": ["--norm=none", "--init=identity", "--max_branch_norm=3"],
+    "paper_tau10": ["--norm=none", "--init=identity", "--max_branch_norm=10"],
+    "paper_tau1_clip1": ["--norm=none", "--init=identity", "--max_branch_norm=1", "--clip_norm=1"],
 }
 
 
@@ -54,6 +63,12 @@ def long_dir(root, net, blocks, lr, seed):
     return os.path.join(root, f"{net}_b{blocks}_s{seed}", f"lr{lr}")
 
 
+def long_dir_of(args, net, blocks, lr, seed):
+    """A --long run's model_dir; --schedule runs have their own tree under --root."""
+    root = os.path.join(args.root, "schedule") if args.schedule else args.root
+    return long_dir(root, net, blocks, lr, seed)
+
+
 def outcome(model_dir, steps):
     """'stable', 'diverged at step N', or None (not run / unfinished)."""
     diverged = read_json(os.path.join(model_dir, "diverged.json"))
@@ -66,13 +81,16 @@ def outcome(model_dir, steps):
 
 
 def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mode):
-    """One run of the users' command (run/cifar_train.py) for --steps steps, no schedule, evaluated
+    """One run of the users' command (run/cifar_train.py) for --steps steps, at a constant rate or
+    (--schedule) the rate divided by 10 at 50% and 83% of them, evaluated
     at the end on `eval_steps` test batches (0: all); its output goes to model_dir/train.log."""
     cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
            f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
            f"--widths={args.widths}", f"--stem_width={args.widths.split(',')[0]}",
            f"--blocks_per_stage={blocks}", f"--batch_size={args.batch_size}",
-           f"--learning_rate={lr}", f"--train_steps={args.steps}", "--lr_boundaries=",
+           f"--learning_rate={lr}", f"--train_steps={args.steps}",
+           "--lr_boundaries=" + (f"{args.steps // 2},{round(args.steps * 5 / 6)}"
+                                 if args.schedule else ""),
            f"--eval_every={args.steps}", f"--eval_steps={eval_steps}", "--checkpoint_every=100",
            f"--log_every={log_every}", f"--seed={seed}"] + NETS[net]
     os.makedirs(model_dir, exist_ok=True)
@@ -97,7 +115,7 @@ def sweep(args, net, blocks):
 
 def train_long(args, net, blocks, lr, seed):
     """One `--steps`-step run at rate `lr`, evaluated on the whole test split at the end."""
-    model_dir = long_dir(args.root, net, blocks, lr, seed)
+    model_dir = long_dir_of(args, net, blocks, lr, seed)
     if outcome(model_dir, args.steps) is None:
         train(args, model_dir, net, blocks, lr, seed, eval_steps=0, log_every=50, log_mode="a")
     print(f"{net:<10} blocks {blocks}  lr {lr}  seed {seed}  {outcome(model_dir, args.steps)}",
@@ -114,7 +132,7 @@ def report_long(args):
                                              args.nets.split(",")):
         errors, seeds = [], []
         for seed in args.seeds.split(","):
-            model_dir = long_dir(args.root, net, blocks, lr, seed)
+            model_dir = long_dir_of(args, net, blocks, lr, seed)
             res = read_json(os.path.join(model_dir, "results.json")) or {}
             row = [h for h in res.get("history", []) if h["step"] == args.steps]
             if row:
@@ -209,6 +227,48 @@ def figure(args, path, blocks=9):
     print(f"written: {path}")
 
 
+def figure_long(args, path):
+    """For each --long run under --root (each net, rate and seed): training loss, and the largest
+    over the blocks of the bound |scale| ||C2|| ||C1|| (`branch_bound/`) and of ||branch(h)||/||h||
+    (`branch_norm/`), against steps."""
+    import itertools
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    runs = list(itertools.product(args.blocks.split(","), args.nets.split(","), rates(args),
+                                  args.seeds.split(",")))
+    for i, (blocks, net, lr, seed) in enumerate(runs):
+        tags = scalars(long_dir_of(args, net, blocks, lr, seed))
+        if "loss" not in tags:
+            continue
+        kw = dict(color=colors[i % len(colors)], label=f"{net} lr {lr} seed {seed}",
+                  linestyle="-" if outcome(long_dir_of(args, net, blocks, lr, seed), args.steps)
+                  == "stable" else ":")
+        axes[0].plot(*zip(*tags["loss"]), **kw)
+        for ax, prefix in ((axes[1], "branch_bound/"), (axes[2], "branch_norm/")):
+            series = [v for t, v in tags.items() if t.startswith(prefix)]
+            if series:
+                steps = [s for s, _ in series[0]]
+                ax.plot(steps, [max(v[j][1] for v in series) for j in range(len(steps))], **kw)
+    titles = ("training loss", "largest |scale| ||C2||_2 ||C1||_2 over the blocks",
+              "largest ||branch(h)|| / ||h|| over the blocks")
+    for ax, title in zip(axes, titles):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"Fashion-MNIST as CIFAR-10, {args.blocks} blocks per stage, widths "
+                 f"{args.widths}, batch {args.batch_size}"
+                 + (", rate /10 at 50% and 83%" if args.schedule else ", constant rate"),
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"written: {path}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", required=True, help="directory of the runs (one model_dir each)")
@@ -225,11 +285,16 @@ def main():
     p.add_argument("--learning_rate", default="0.05",
                    help="with --long: the rate, or a comma list of rates (each net runs at each)")
     p.add_argument("--seeds", default="0,1", help="with --long: seeds, comma list")
+    p.add_argument("--schedule", action="store_true", help="the paper's schedule shape: the rate "
+                   "divided by 10 at 50%% and 83%% of --steps (its 30k and 50k of 60k); else constant")
     p.add_argument("--report", action="store_true", help="print the table of what is under --root")
-    p.add_argument("--figure", help="with --report: also draw the curves of the deepest runs here")
+    p.add_argument("--figure", help="with --report: also draw the curves of the deepest runs (with "
+                   "--long: of every run) here")
     args = p.parse_args()
     if args.report and args.long:
         report_long(args)
+        if args.figure:
+            figure_long(args, args.figure)
         return
     if args.report:
         report(args)

@@ -172,6 +172,13 @@ class TrainConfig:
                                  "wd * sum ||W||^2 / 2 to the loss.", lower=0.0)
     clip_norm: float = option(0.0, "If > 0: clip the gradient to this global L2 norm before the "
                               "update (the paper: no clipping).", lower=0.0)
+    max_branch_norm: float = option(0.0, "If > 0: after every update, keep each residual block's "
+                                    "Lipschitz bound |scale| ||C2||_2 ||C1||_2 (spectral norms of "
+                                    "its convolutions, bounded above from the kernels' DFT) at "
+                                    "most this, by "
+                                    "rescaling both kernels and their momentum (Section 2's regime "
+                                    "||A_j|| < 1; docs/stability.md). 0: off (the paper).",
+                                    lower=0.0)
     seed: int = option(0, "Seed of the weight init and of the data order/augmentation.")
     # bookkeeping
     model_dir: str = option("/tmp/resnet_nobn", "Directory for checkpoints, TensorBoard "
@@ -201,6 +208,10 @@ class TrainConfig:
 
     def __post_init__(self):
         _check(self)
+        if self.max_branch_norm > 0 and self.model.norm == "batch":
+            raise ValueError("--max_branch_norm bounds the normalization-free blocks; with "
+                             "--norm=batch the branch's BN makes ||C2|| ||C1|| no bound: use "
+                             "--norm=none")
 
     def to_json(self):
         return json.loads(json.dumps(dataclasses.asdict(self)))
@@ -221,7 +232,8 @@ class TrainConfig:
 # of a diverged run's `retry with:` advice (resnet_nobn/recipes.py).
 SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "crop_padding", "batch_size",
                      "learning_rate", "lr_boundaries", "lr_decay_factor", "lr_decay_every",
-                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "seed")
+                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "max_branch_norm",
+                     "seed")
 # Where it runs, for how long, and its bookkeeping: a resume may change these (each change is
 # recorded in results.json with its step). Every field in neither list (the model's;
 # mixed_precision, on which the checkpoint's optimizer state and the numerics depend) is fixed.

@@ -3,12 +3,14 @@
 Per stage, the norm of the conv kernels (`weight_norm/`) and of their last update relative to it
 (`update_ratio/`); per block, ||branch(h)|| / ||shortcut(h)|| on a fixed batch of test images
 (`branch_norm/`): how far each block is from the identity, the network's counterpart of ||A_j|| in
-Section 2 of the paper. TensorBoard scalars in model_dir/train/.
+Section 2 of the paper; and beside it, for the normalization-free nets, the bound the theory speaks
+of, |scale| ||C2||_2 ||C1||_2 (`branch_bound/`, resnet_nobn/lipschitz.py, by a power iteration of
+its own, warm-started at each log step). TensorBoard scalars in model_dir/train/.
 """
 import keras
 import tensorflow as tf
 
-from resnet_nobn import model as model_lib
+from resnet_nobn import lipschitz, model as model_lib
 from resnet_nobn.blocks import ResidualBlock
 
 
@@ -18,7 +20,7 @@ class Monitor:
     def __init__(self, model, optimizer, probe_images):
         self.model, self.optimizer, self._probe_images = model, optimizer, probe_images
         self.stages = model_lib.stage_kernels(model)
-        self._probe = None
+        self._probe = self._bounds = None
 
     def stage_norms(self):
         return {name: float(tf.linalg.global_norm(ks)) for name, ks in self.stages.items()}
@@ -54,8 +56,22 @@ class Monitor:
         blocks, probe = self._probe
         return {b.name: float(r) for b, r in zip(blocks, probe())}
 
+    def branch_bounds(self):
+        """{block: |scale| ||C2||_2 ||C1||_2}, for blocks without normalization layers (with BN
+        between them the product bounds nothing); 100 power iterations at the first call, 10 after.
+        """
+        if self._bounds is None:
+            bounds = lipschitz.BranchBounds(self.model, seed=1, warmup=100)
+            names = [b.name for b in bounds.blocks]
+            plain = all(b.norm1 is None and b.norm2 is None for b in bounds.blocks)
+            compute = tf.function(lambda: bounds.bounds(tf.where(bounds.calls == 0, 100, 10)))
+            self._bounds = (names if plain else [], compute)
+        names, compute = self._bounds
+        return {name: float(v) for name, v in zip(names, compute())} if names else {}
+
     def scalars(self):
         """All of them, as {TensorBoard tag: value}."""
         return {**{f"weight_norm/{k}": v for k, v in self.stage_norms().items()},
                 **{f"update_ratio/{k}": v for k, v in self.update_ratios().items()},
-                **{f"branch_norm/{k}": v for k, v in self.branch_norms().items()}}
+                **{f"branch_norm/{k}": v for k, v in self.branch_norms().items()},
+                **{f"branch_bound/{k}": v for k, v in self.branch_bounds().items()}}

@@ -10,7 +10,7 @@ runs share this code.
 import keras
 import tensorflow as tf
 
-from resnet_nobn import model as model_lib
+from resnet_nobn import lipschitz, model as model_lib
 from resnet_nobn.config import TrainConfig
 
 
@@ -91,6 +91,8 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     variable; reading it once at the end is the loop's only reduction (one collective). With
     --xla the whole replica step, optimizer update included, is compiled on one device; with
     several replicas, only the forward and backward pass (the update all-reduces).
+    With --max_branch_norm=tau > 0, every step ends, in cross-replica context (the same on every
+    replica), with the projection of resnet_nobn/lipschitz.py: no block's bound exceeds tau.
     """
     global_batch = cfg.batch_size
     variables = model.trainable_variables
@@ -100,6 +102,8 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         sums = tf.Variable(tf.zeros([4]), trainable=False, name="loop_sums",
                            synchronization=tf.VariableSynchronization.ON_READ,
                            aggregation=tf.VariableAggregation.SUM)
+        bounds = (lipschitz.BranchBounds(model, estimate=False) if cfg.max_branch_norm > 0
+                  else None)
 
     @tf.function(jit_compile=cfg.xla and not whole_step_xla)
     def gradients(images, labels):
@@ -134,6 +138,8 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         strategy.run(lambda: sums.assign(tf.zeros([4])))
         for _ in tf.range(steps):
             strategy.run(lambda images, labels: add(step_fn(images, labels)), args=next(iterator))
+            if bounds is not None:
+                bounds.project(cfg.max_branch_norm, optimizer)
         return sums.read_value()
 
     return train_loop
