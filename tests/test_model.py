@@ -160,3 +160,32 @@ def _all_layers(model):
             if hasattr(layer, sub):
                 out.append(getattr(layer, sub))
     return out
+
+
+def test_head_seed_follows_the_run_seed_unless_given_and_the_config_records_it():
+    """A study over seeds draws a projection per seed; --head_seed fixes one for every seed."""
+    import json
+    import subprocess
+    import sys
+    from resnet_nobn.config import TrainConfig
+    from resnet_nobn.report import config_key
+    small = ModelConfig(widths=(8,), blocks_per_stage=(1,), strides=(1,), stem_width=8)
+    fixed = ModelConfig(**{**small.__dict__, "head_seed": 0})
+    head = {(m.head_seed, s): build_model(m, seed=s).get_layer("head").projection.numpy()
+            for m in (small, fixed) for s in (0, 1)}
+    assert not np.allclose(head[None, 0], head[None, 1])
+    np.testing.assert_array_equal(head[0, 1], head[None, 0])
+    np.testing.assert_array_equal(head[0, 0], head[0, 1])
+    assert [TrainConfig(model=m, seed=3).to_json()["model"]["head_seed"] for m in (small, fixed)] \
+        == [3, 0]
+    runs = [TrainConfig(model=small, seed=s).to_json() for s in (0, 1)]
+    assert config_key(runs[0]) == config_key(runs[1])  # still one configuration over seeds
+    code = ("import json, sys; from absl import flags; from resnet_nobn import cli, recipes; "
+            "cli.define_flags(recipes.cifar()); flags.FLAGS(sys.argv[1:]); "
+            "c = cli.config_from_flags(flags.FLAGS).to_json(); "
+            "print(json.dumps([c['seed'], c['model']['head_seed']]))")
+    root = __file__.rsplit("/tests/", 1)[0]
+    for args, expected in ((["x", "--seed=3"], [3, 3]), (["x", "--seed=3", "--head_seed=7"], [3, 7])):
+        out = subprocess.run([sys.executable, "-c", code] + args, cwd=root, capture_output=True,
+                             text=True, timeout=60)
+        assert json.loads(out.stdout) == expected, out.stderr
