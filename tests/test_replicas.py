@@ -54,8 +54,10 @@ def losses(model_dir):
 
 
 def assert_same_weights(a, b):
-    """Every weight (moving statistics too) within the BN-free replica test's tolerance."""
-    assert [v.path for v in a] == [v.path for v in b]
+    """Every weight (moving statistics too) within the BN-free replica test's tolerance; `a` are a
+    model's weights, `b` another model's or their values in the same order."""
+    assert [v.path for v in a] == [getattr(w, "path", v.path) for v, w in zip(a, b)]
+    assert len(a) == len(b)
     for v, w in zip(a, b):
         np.testing.assert_allclose(np.asarray(v), np.asarray(w), rtol=1e-4, atol=1e-6, err_msg=v.path)
 
