@@ -12,6 +12,7 @@ import dataclasses
 import os
 import signal
 import sys
+import typing
 
 from absl import flags
 
@@ -49,7 +50,7 @@ def define_flags(recipe: TrainConfig):
             flags.DEFINE_enum(f.name, default, choices, help_text)
         elif isinstance(f.default, bool):
             flags.DEFINE_bool(f.name, default, help_text)
-        elif isinstance(f.default, int):
+        elif isinstance(f.default, int) or int in typing.get_args(f.type):  # int, int | None
             flags.DEFINE_integer(f.name, default, help_text, lower_bound=m["lower"],
                                  upper_bound=m["upper"])
         elif isinstance(f.default, float):

@@ -25,6 +25,7 @@ the user sees (a UserError: one line, exit status 2):
 
 TensorFlow is imported inside the functions that need it: the command line checks TF_CONFIG first.
 """
+import itertools
 import json
 import os
 import shutil
@@ -37,6 +38,9 @@ from resnet_nobn.errors import UserError
 
 # --------------------------------------------------------------------------------------------
 # The strategy, its devices and the chief
+
+
+_MIRRORED_COUNT = itertools.count()  # MirroredStrategy objects made in this process
 
 
 def wants_multi_worker(strategy_name):
@@ -71,8 +75,29 @@ def make_strategy(name):
                             "with `python -m pip install -r requirements-gpu.txt` (check with "
                             "nvidia-smi that the driver sees the GPUs), or train on the CPU with "
                             "--strategy=one_device")
-        return tf.distribute.MirroredStrategy([d.name for d in gpus] or [d.name for d in cpus])
+        strategy_class = tf.distribute.MirroredStrategy
+        # TensorFlow caches collectives per process by (group, instance) key, and every
+        # MirroredStrategy starts at the same keys: a second one in a process whose collectives
+        # differ (the BN twin's, then the BN-free net's) aborted with "Shape mismatch in the
+        # collective instance 100". So each gets keys of its own (TF's tests set this attribute).
+        strategy = strategy_class.__new__(strategy_class)
+        strategy._collective_key_base = 1000 * next(_MIRRORED_COUNT)
+        strategy.__init__([d.name for d in gpus] or [d.name for d in cpus])
+        return strategy
     raise UserError(f"unknown --strategy={name}; choose one of {', '.join(STRATEGIES)}")
+
+
+def check_replica_options(cfg, replicas):
+    """UserError for a combination of options that cannot give the one-device run on `replicas`
+    replicas (docs/training.md#one-device-many-gpus-many-machines). Measured with 2 mirrored
+    replicas and 2 workers (tests/test_replicas.py, tests/test_multiworker.py): float16 and bfloat16
+    give the one-device run; --xla does for the BN-free net but not for the BN twin, whose global
+    batch statistics all-reduce inside the forward pass, which XLA does not compile under
+    tf.distribute (MirroredStrategy's `merge_call`: RuntimeError at the first step)."""
+    if replicas > 1 and cfg.xla and cfg.model.norm == "batch":
+        raise UserError(f"--xla with --norm=batch cannot train on {replicas} replicas: the BN twin "
+                        "all-reduces its batch statistics inside the forward pass, which XLA does "
+                        "not compile under tf.distribute; drop --xla, or use --strategy=one_device")
 
 
 def devices_of(strategy):

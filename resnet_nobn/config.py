@@ -107,7 +107,9 @@ class ModelConfig:
                                    "code the paper forked, 0 a plain ReLU.", lower=0.0, upper=0.999)
     head: str = option("random", "random: fixed random projection, never trained (the paper's); "
                        "trained: an ordinary dense layer.", choices=HEADS)
-    head_seed: int = option(0, "Seed of the random-projection head.")
+    head_seed: int | None = option(None, "Seed of the random-projection head; default: --seed, "
+                                   "so each seed of a study draws its own projection (config.json "
+                                   "records the seed used).")
 
     def __post_init__(self):
         _check(self)
@@ -133,6 +135,12 @@ def resolve_init(init, norm):
     if init == "auto":
         return "he" if norm == "batch" else "identity"
     return init
+
+
+def resolve_head_seed(head_seed, seed):
+    """The random head's seed: --head_seed if given, else the run's --seed (so the spread over
+    seeds includes the head's draw)."""
+    return seed if head_seed is None else head_seed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +222,10 @@ class TrainConfig:
                              "--norm=none")
 
     def to_json(self):
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        """The configuration as JSON (config.json, results.json): the head's seed as used."""
+        d = json.loads(json.dumps(dataclasses.asdict(self)))
+        d["model"]["head_seed"] = resolve_head_seed(self.model.head_seed, self.seed)
+        return d
 
     @staticmethod
     def from_json(d):

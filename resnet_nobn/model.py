@@ -13,8 +13,10 @@ One builder makes the paper's model and the ablations / the usual baseline:
   norm='batch'  the BN-ResNet users compare against: the same shape, pre-activation blocks
                 `x + C2(act(BN(C1(act(BN x)))))` and a final BN-activation before pooling, as in
                 the TensorFlow ResNet code the paper forked (He et al. 2016, "identity mappings");
-                that code's first block of stage 1 also feeds its activated input to the shortcut
-                (`activate_before_residual`), which this twin does not.
+                as there, the first block of stage 1 activates its input before both shortcut
+                and branch (`activate_before_residual`: `a + C2(act(BN(C1 a)))`, a = act(BN x)),
+                and BN has decay 0.9 and epsilon 0.001. Its statistics are the global batch's
+                on any number of replicas (GlobalBatchNorm), so 2 GPUs train the 1-GPU twin.
   init          residual convs N(0, sigma^2) with sigma = 1/(k^2 c) ('identity', the paper's),
                 1/(k sqrt c) ('standard', the usual one the paper contrasts with), or
                 sqrt(2/(k^2 c)) ('he', He et al. 2015, used by the BN baseline);
@@ -37,7 +39,11 @@ import tensorflow as tf
 from keras import layers
 
 from resnet_nobn.blocks import LeakyReLU, ResidualBlock
-from resnet_nobn.config import ModelConfig
+from resnet_nobn.config import ModelConfig, resolve_head_seed
+
+# The BN twin's batch normalization (norm='batch'), as in the fork's resnet_model.py `_batch_norm`:
+# moving averages `m <- 0.9 m + 0.1 batch` (`assign_moving_average(..., 0.9)`) and epsilon 0.001.
+BN_MOMENTUM, BN_EPSILON = 0.9, 1e-3
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
     """Standard deviations (C1, C2) of a residual branch's N(0, sigma^2) init (Section 4).
@@ -117,16 +123,51 @@ class RandomProjection(layers.Layer):
         return {**config, "num_classes": self.num_classes, "seed": self.seed}
 
 
+@keras.saving.register_keras_serializable(package="resnet_nobn")
+class GlobalBatchNorm(layers.BatchNormalization):
+    """The BN twin's batch normalization: in training, the mean and variance of the *global* batch,
+    over every replica and worker, so N replicas normalize as one device does.
+
+    The values are the fork's (`tf.nn.moments`: the mean, then the mean squared deviation from
+    it); several replicas all-reduce the sums of that two-pass computation (two all-reduces per
+    layer and step), and the gradient flows through both passes. Keras' `synchronized=True`
+    (E[x^2] - E[x]^2), like a two-pass that stops the gradient at the mean as `tf.nn.moments`
+    does, left 2 mirrored replicas 3e-5 (absolute) from one device after 5 steps of the test net
+    at learning rate 0.05; this agrees to 1e-4 relative (tests/test_replicas.py).
+    Decay and epsilon: BN_MOMENTUM, BN_EPSILON.
+    """
+
+    def __init__(self, momentum=BN_MOMENTUM, epsilon=BN_EPSILON, **kwargs):
+        super().__init__(momentum=momentum, epsilon=epsilon, **kwargs)
+
+    def _moments(self, inputs, mask):
+        axes = self._reduction_axes
+        ctx = tf.distribute.get_replica_context()
+        replicas = ctx.num_replicas_in_sync if ctx is not None else 1
+
+        def total(t):
+            return ctx.all_reduce("SUM", t) if replicas > 1 else t
+
+        local_sum = tf.reduce_sum(inputs, axes)
+        count = tf.cast(tf.reduce_prod(tf.gather(tf.shape(inputs), axes)), inputs.dtype)
+        sum_and_count = total(tf.concat([local_sum, count[None]], 0))
+        n = sum_and_count[-1]
+        mean = sum_and_count[:-1] / n
+        deviation = tf.math.squared_difference(inputs, mean)
+        return mean, total(tf.reduce_sum(deviation, axes)) / n
+
+
 def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
     """Builds the network of Table 1 (or its ImageNet / ablation / BN variants) from `cfg`.
 
-    `seed` seeds the conv initialisers; `cfg.head_seed` seeds the random projection. Layer names
+    `seed` seeds the conv initialisers; `cfg.head_seed` (default: `seed`) seeds the random
+    projection. Layer names
     are `stem`, `stage{i}_block{j}` and `head`, so per-stage weights can be found by name.
     """
     batch_norm = cfg.norm == "batch"
 
     def bn(name):
-        return layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name=name) if batch_norm else None
+        return GlobalBatchNorm(name=name) if batch_norm else None
 
     inputs = keras.Input((cfg.image_size, cfg.image_size, 3), name="images")
     stem_std = math.sqrt(2.0 / (cfg.stem_kernel ** 2 * cfg.stem_width))  # a standard conv: He init
@@ -142,10 +183,14 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
             layer_seed += 2
             shortcut = (PoolPadShortcut(st, in_ch, width, name=name + "_shortcut")
                         if (st != 1 or in_ch != width) else None)
+            norm1 = bn(name + "_bn1")
+            if batch_norm and s == 0 and b == 0:  # the fork's activate_before_residual
+                x = LeakyReLU(cfg.relu_leakiness, name=name + "_preact")(norm1(x))
+                norm1 = None
             x = ResidualBlock(
                 _conv(width, cfg.kernel_size, st, std1, layer_seed, name + "_conv1"),
                 _conv(width, cfg.kernel_size, 1, std2, layer_seed + 1, name + "_conv2"),
-                shortcut=shortcut, norm1=bn(name + "_bn1"), norm2=bn(name + "_bn2"),
+                shortcut=shortcut, norm1=norm1, norm2=bn(name + "_bn2"),
                 leakiness=cfg.relu_leakiness, branch_scale=branch_scale,
                 scalar_biases=cfg.init == "fixup", name=name)(x)
             in_ch = width
@@ -154,7 +199,8 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
     x = LeakyReLU(cfg.relu_leakiness, name="final_act")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     if cfg.head == "random":
-        logits = RandomProjection(cfg.num_classes, cfg.head_seed, name="head")(x)
+        logits = RandomProjection(cfg.num_classes, resolve_head_seed(cfg.head_seed, seed),
+                                  name="head")(x)
     else:  # Fixup also zero-initialises a trained classifier
         init = ("zeros" if cfg.init == "fixup" else keras.initializers.GlorotUniform(seed=seed))
         logits = layers.Dense(cfg.num_classes, dtype="float32", name="head",

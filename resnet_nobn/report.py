@@ -72,6 +72,8 @@ def _checked_results(results):
 def config_key(config):
     """A run's configuration without its seed and bookkeeping: runs differing only in seed group."""
     c = {k: v for k, v in config.items() if k not in _NOT_A_FACTOR}
+    if isinstance(c.get("model"), dict):  # the head's seed follows --seed unless given
+        c["model"] = {k: v for k, v in c["model"].items() if k != "head_seed"}
     return json.dumps(c, sort_keys=True)
 
 

@@ -105,7 +105,6 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         bounds = (lipschitz.BranchBounds(model, estimate=False) if cfg.max_branch_norm > 0
                   else None)
 
-    @tf.function(jit_compile=cfg.xla and not whole_step_xla)
     def gradients(images, labels):
         with tf.GradientTape() as tape:
             logits = tf.cast(model(images, training=True), tf.float32)
@@ -119,6 +118,11 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32)
         top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, logits.shape[-1])), tf.float32)
         return grads, tf.stack([cross_entropy, loss, tf.reduce_sum(top1), tf.reduce_sum(top5)])
+
+    if cfg.xla and not whole_step_xla:
+        # Compiled on its own only then: a nested tf.function cannot hold the all-reduce
+        # (`merge_call`) of the BN twin's synchronized batch norm under several replicas.
+        gradients = tf.function(gradients, jit_compile=True)
 
     def step_fn(images, labels):
         grads, values = gradients(images, labels)

@@ -46,6 +46,7 @@ class Trainer:
         if cfg.batch_size % replicas:
             raise UserError(f"--batch_size={cfg.batch_size} does not split over {replicas} replicas; "
                             f"use a multiple of {replicas}")
+        cluster.check_replica_options(cfg, replicas)
         self.chief = cluster.is_chief(self.strategy)
         self.task_id = cluster.task_id(self.strategy)
         self.device_kind, self.device_count, description = cluster.devices_of(self.strategy)

@@ -160,3 +160,59 @@ def _all_layers(model):
             if hasattr(layer, sub):
                 out.append(getattr(layer, sub))
     return out
+
+
+def test_head_seed_follows_the_run_seed_unless_given_and_the_config_records_it():
+    """A study over seeds draws a projection per seed; --head_seed fixes one for every seed."""
+    import json
+    import subprocess
+    import sys
+    from resnet_nobn.config import TrainConfig
+    from resnet_nobn.report import config_key
+    small = ModelConfig(widths=(8,), blocks_per_stage=(1,), strides=(1,), stem_width=8)
+    fixed = ModelConfig(**{**small.__dict__, "head_seed": 0})
+    head = {(name, s): build_model(m, seed=s).get_layer("head").projection.numpy()
+            for name, m in (("follows", small), ("fixed", fixed)) for s in (0, 1)}
+    assert not np.allclose(head["follows", 0], head["follows", 1])
+    np.testing.assert_array_equal(head["fixed", 1], head["follows", 0])
+    np.testing.assert_array_equal(head["fixed", 0], head["fixed", 1])
+    assert [TrainConfig(model=m, seed=3).to_json()["model"]["head_seed"] for m in (small, fixed)] \
+        == [3, 0]
+    runs = [TrainConfig(model=small, seed=s).to_json() for s in (0, 1)]
+    assert config_key(runs[0]) == config_key(runs[1])  # still one configuration over seeds
+    code = ("import json, sys; from absl import flags; from resnet_nobn import cli, recipes; "
+            "cli.define_flags(recipes.cifar()); flags.FLAGS(sys.argv[1:]); "
+            "c = cli.config_from_flags(flags.FLAGS).to_json(); "
+            "print(json.dumps([c['seed'], c['model']['head_seed']]))")
+    root = __file__.rsplit("/tests/", 1)[0]
+    for args, expected in ((["x", "--seed=3"], [3, 3]), (["x", "--seed=3", "--head_seed=7"], [3, 7])):
+        out = subprocess.run([sys.executable, "-c", code] + args, cwd=root, capture_output=True,
+                             text=True, timeout=60)
+        assert json.loads(out.stdout) == expected, out.stderr
+
+
+def test_bn_twin_follows_the_fork_epsilon_decay_and_activate_before_residual():
+    """tensorflow/models resnet/resnet_model.py (2016): BN epsilon 0.001, moving averages with
+    decay 0.9, and unit_1_0 feeds act(BN x) to both the shortcut and the branch."""
+    cfg = ModelConfig(norm="batch", init="he", widths=(8, 16), blocks_per_stage=(2, 1),
+                      strides=(1, 2), stem_width=8)
+    model = build_model(cfg)
+    bns = [l for l in model.layers if "BatchNorm" in type(l).__name__]
+    bns += [n for l in model.layers for n in (getattr(l, "norm1", None), getattr(l, "norm2", None))
+            if n is not None]
+    assert len(bns) == 2 * 3 + 1 and {(b.epsilon, b.momentum) for b in bns} == {(1e-3, 0.9)}
+    images = tf.random.normal((2, 32, 32, 3), seed=7)
+    probe = tf.keras.Model(model.inputs, [model.get_layer("stem").output,
+                                          model.get_layer("stage1_block1").output,
+                                          model.get_layer("stage1_block2").output])
+    stem, out1, out2 = [t.numpy() for t in probe(images, training=False)]
+    # at init the moving statistics are 0 and 1: BN x = x / sqrt(1 + eps)
+    a = stem / np.sqrt(1 + 1e-3)
+    a = np.where(a < 0, 0.1 * a, a)
+    first = model.get_layer("stage1_block1")
+    assert first.norm1 is None  # its BN and activation come before the block, shared
+    np.testing.assert_allclose(out1, a + first.branch(tf.constant(a)).numpy(), rtol=1e-4, atol=1e-5)
+    # the next block keeps its raw input on the shortcut (activate_before_residual = False)
+    second = model.get_layer("stage1_block2")
+    np.testing.assert_allclose(out2, out1 + second.branch(tf.constant(out1)).numpy(), rtol=1e-4,
+                               atol=1e-5)

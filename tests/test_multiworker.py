@@ -187,3 +187,115 @@ def test_bad_timeout_variable_is_one_line_error(name, value, tmp_path):
     assert code == 2 and name in err and "positive number of seconds" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "bad").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Two workers train what one device trains (the BN twin and the speed options), on mock CIFAR-10.
+
+# Runs each configuration of argv[1] (JSON {name: overrides of tests/test_replicas.py's config})
+# in turn on one MultiWorkerMirroredStrategy, in DUMP_DIR/<name>, and saves every weight to
+# DUMP_DIR/<name>_task<i>.npz. The data: the tfds mock CIFAR-10 the one-device runs read.
+SEQUENCE = r"""
+import json, os, sys
+import numpy as np
+sys.path[:0] = [os.getcwd(), os.path.join(os.getcwd(), "tests")]
+from resnet_nobn import cluster
+import test_replicas
+strategy = cluster.make_strategy("multi_worker")
+dump = os.environ["DUMP_DIR"]
+for name, kw in json.loads(sys.argv[1]).items():
+    trainer, _ = test_replicas.run(os.path.join(dump, name), strategy, **kw)
+    np.savez(os.path.join(dump, f"{name}_task{trainer.task_id}.npz"),
+             *[np.asarray(v) for v in trainer.model.weights])
+"""
+
+WORKER_RUNS = {"bn": dict(norm="batch", init="he"),
+               "bn_float16": dict(norm="batch", init="he", mixed_precision="float16"),
+               "bn_bfloat16": dict(norm="batch", init="he", mixed_precision="bfloat16"),
+               "xla": dict(xla=True)}
+
+
+@pytest.fixture(scope="module")
+def worker_runs(tmp_path_factory):
+    """WORKER_RUNS trained by 2 workers on loopback (one launch) and by one device."""
+    import test_replicas
+    tmp = tmp_path_factory.mktemp("workers")
+    dump = tmp / "dump"
+    dump.mkdir()
+    ports = launch_local.free_ports(2)
+    procs = []
+    for i in range(2):
+        log = tmp / f"worker{i}.log"
+        p = subprocess.Popen([sys.executable, "-c", SEQUENCE, json.dumps(WORKER_RUNS)], cwd=ROOT,
+                             stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                             env=dict(launch_local.worker_env(ports, i), DUMP_DIR=str(dump)))
+        p.log = log
+        procs.append(p)
+    try:
+        assert _wait(procs, 800) == [0, 0], _logs(procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    one = {name: test_replicas.run(tmp / "one" / name, "one_device", **kw)
+           for name, kw in WORKER_RUNS.items()}
+    return dump, one
+
+
+def _worker_weights(dump, name):
+    w0, w1 = np.load(dump / f"{name}_task0.npz"), np.load(dump / f"{name}_task1.npz")
+    for k in w0.files:
+        np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
+    return [w0[k] for k in w0.files]
+
+
+@pytest.mark.timeout(1200)
+def test_bn_twin_on_two_workers_equals_one_device(worker_runs):
+    import test_replicas
+    dump, one = worker_runs
+    trainer, own = one["bn"]
+    test_replicas.assert_same_weights(trainer.model.weights, _worker_weights(dump, "bn"))
+    results = json.loads((dump / "bn" / "results.json").read_text())
+    assert results["num_replicas"] == 2
+    assert results["history"][-1]["eval_loss"] == pytest.approx(own["history"][-1]["eval_loss"],
+                                                                rel=1e-4)
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name,tol", [("bn_float16", dict(atol=5e-3)),
+                                      ("bn_bfloat16", dict(atol=3e-2)),
+                                      ("xla", dict(rtol=1e-4, atol=1e-5))])
+def test_speed_option_on_two_workers_equals_one_device(worker_runs, name, tol):
+    """Tolerances of tests/test_speed_options.py; --xla with the BN-free net (the BN twin is
+    refused with several replicas: tests/test_replicas.py)."""
+    import test_replicas
+    dump, one = worker_runs
+    _worker_weights(dump, name)  # both workers hold the same weights
+    np.testing.assert_allclose(test_replicas.losses(dump / name),
+                               test_replicas.losses(one[name][0].cfg.model_dir), **tol)
+
+
+@pytest.mark.timeout(1200)
+def test_eval_only_on_one_device_of_a_checkpoint_written_by_two_workers(worker_runs):
+    import test_replicas
+    dump, _ = worker_runs
+    own = json.loads((dump / "bn" / "results.json").read_text())["history"][-1]
+    again = test_replicas.evaluate_only(dump / "bn", "one_device", **WORKER_RUNS["bn"])
+    assert again["num_replicas"] == 1
+    for key in ("top1_error", "top5_error", "eval_loss", "eval_examples"):
+        assert again["history"][-1][key] == pytest.approx(own[key], rel=1e-6), key
+
+
+def test_xla_bn_twin_on_two_workers_is_refused_at_start_up(tmp_path, cleanup):
+    flags = TINY + ["--norm=batch", "--xla", "--train_steps=2", f"--model_dir={tmp_path / 'run'}"]
+    procs = _start(flags, launch_local.free_ports(2), tmp_path, "xla")
+    cleanup.append(procs)
+    assert _wait(procs, 150) == [2, 2], _logs(procs)
+    for p in procs:
+        lines = [l for l in p.log.read_text().splitlines() if l.startswith("error:")]
+        assert lines == ["error: --xla with --norm=batch cannot train on 2 replicas: the BN twin "
+                         "all-reduces its batch statistics inside the forward pass, which XLA does "
+                         "not compile under tf.distribute; drop --xla, or use "
+                         "--strategy=one_device"], _logs(procs)
+    assert not (tmp_path / "run" / "ckpt").exists()
