@@ -53,7 +53,8 @@ def _weights(trainer):
 @pytest.mark.parametrize("init", ["standard", "fixup"])
 def test_every_block_bound_is_at_most_tau_after_training(tmp_path, init):
     tau = 0.05
-    kw = dict(init=init, train_steps=12, learning_rate=0.2, seed=4)
+    # head_seed=0: the head these nets had when the test was written (it now follows --seed).
+    kw = dict(init=init, train_steps=12, learning_rate=0.2, seed=4, head_seed=0)
     trainer = Trainer(tiny_config(tmp_path / "on", max_branch_norm=tau, **kw))
     trainer.run()
     bounds = _bounds(trainer.model)
@@ -65,12 +66,13 @@ def test_every_block_bound_is_at_most_tau_after_training(tmp_path, init):
 
 
 # sha256 of the trainable weights after 3 steps of tiny_config(seed=5, learning_rate=0.05) on
-# synthetic data, computed on the code before --max_branch_norm existed (commit e20bae1).
+# synthetic data, computed on the code before --max_branch_norm existed (commit e20bae1), whose head
+# seed was 0 for every --seed (hence head_seed=0 below).
 REFERENCE = "b3b383efa0f7e9f81e30a630bf58abebe84fb33af87c992693b3a8b9c86e4ff0"
 
 
 def test_off_is_bit_for_bit_todays_run(tmp_path):
-    kw = dict(train_steps=3, learning_rate=0.05, seed=5)
+    kw = dict(train_steps=3, learning_rate=0.05, seed=5, head_seed=0)
     absent = Trainer(tiny_config(tmp_path / "absent", **kw))
     absent.run()
     zero = Trainer(tiny_config(tmp_path / "zero", max_branch_norm=0.0, **kw))
