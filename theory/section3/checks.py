@@ -112,8 +112,9 @@ def _size(cert, model):
     again = [a["outcome"] for a in cert["attempts"] if "redrawn" in a["outcome"] or "raised" in a["outcome"]]
     if again:
         bad.append(f"{len(again)} redraws or larger k needed")
-    if params != _formula_ref(n, d, k, r):
-        bad.append(f"count_params() = {params}, formula {_formula_ref(n, d, k, r)}")
+    if params != _formula_ref(n, d, k, r) or cert["params_formula"] != params:
+        bad.append(f"count_params() = {params}, formula {_formula_ref(n, d, k, r)}, certificate "
+                   f"{cert['params_formula']}")
     return k, kf, ell, params, bad
 
 
@@ -203,7 +204,7 @@ def _kmin(data, r, thresholds, cap, seed):
 def thresholds(quick, _rng):
     """Per-unit against shared thresholds across rho: at the paper's k, and the k each needs."""
     n, d, r = (1000, 256, 10) if quick else (4000, 256, 10)
-    rhos = (1.0, 0.5, 0.25) if quick else (1.0, 0.7, 0.5, 0.35, 0.25)
+    rhos = (1.0, 0.5) if quick else (1.0, 0.7, 0.5, 0.35, 0.25)
     cap = 1024 if quick else 4096
     per, uni, need, table, uni2 = [], [], [], [], []
     for t, rho in enumerate(rhos):
