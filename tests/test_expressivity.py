@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from resnet_nobn.blocks import ResidualBlock
-from theory import assumption31
-from theory import check_expressivity as C
-from theory import expressivity as E
+from theory.section3 import assumption31
+from theory.section3 import checks as C
+from theory.section3 import expressivity as E
 
 
 def _data(n=600, d=128, r=7, seed=0):
@@ -217,7 +217,7 @@ def test_fast_float32_run_and_float64_path_agree_with_the_literal_runs(built, mo
     lit, a_lit = E.forward64(dr.z, w, data.labels, dr.k)
     path, a_path = E.path64(dr.z, w, data.labels, dr.k, dr.m)
     assert np.abs(lit - path).max() < 1e-12 and a_path["extra_relus"] == a_lit["extra_relus"] == 0
-    from theory import expressivity_verify
+    from theory.section3 import verify as expressivity_verify
     monkeypatch.setattr(expressivity_verify, "KERAS_ALL_BUDGET", 0)
     monkeypatch.setattr(expressivity_verify, "LITERAL64_BUDGET", 0)
     _, c2 = E.fit_network(x, y, 7, seed=0)

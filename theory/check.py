@@ -118,6 +118,15 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
+def rows_of(module, seed, quick, wanted=()):
+    """The rows of one section module, group by group as each finishes (guarded, see Group.run);
+    group i gets the generator default_rng([seed, i]).  Only groups computing a row in `wanted`
+    if it is not empty."""
+    for index, group in enumerate(module.GROUPS):
+        if not wanted or set(wanted) & set(group.ids):
+            yield from group.run(quick, np.random.default_rng([seed, index]))
+
+
 def run(args, out):
     """Run the sections; returns the exit status.  `out` is the JsonRows sink."""
     wanted = {x.strip() for x in args.rows.split(",") if x.strip()}
@@ -130,16 +139,14 @@ def run(args, out):
     print("\n".join(LEGEND))
     rows, start = [], time.time()
     for title, module, seed in sections:
-        groups = [(i, g) for i, g in enumerate(module.GROUPS) if not wanted or wanted & set(g.ids)]
-        if not groups:
+        if wanted and not any(wanted & set(g.ids) for g in module.GROUPS):
             continue
         t = time.time()
         print(f"\n== {title} " + "=" * (WIDTH - len(title) - 4), flush=True)
-        for index, group in groups:
-            for row in group.run(args.quick, np.random.default_rng([seed, index])):
-                rows.append(row)
-                print("\n".join(row.lines()), flush=True)
-                out.add(row)
+        for row in rows_of(module, seed, args.quick, wanted):
+            rows.append(row)
+            print("\n".join(row.lines()), flush=True)
+            out.add(row)
         print(f"({module.__name__}: {time.time() - t:.1f}s)", flush=True)
 
     counts = {}

@@ -189,8 +189,9 @@ def equation23(quick, rng):
             [f"smallest counterexample l = 2, d = 1, Sigma = R = 1, A_j = -1/2: lhs = {lhs0:.4g} < "
              f"rhs = {rhs0:.4g}; worst: {w['printed'][1]}"], corrected_by="L15, L16"),
         Row("L15", "eq. (2.3), proof's form: ... >= 4l (1-tau)^(2(l-1)) s_min^2 (f - C_opt), Sigma <= I",
-            "proved", count["proof"], f"min {ln}", w["proof"][0], f">= -{tol:g}", w["proof"][0] >= -tol,
-            [f"sigma_max(Sigma) <= 1; tight at A_j = -tau I; tightest: {w['proof'][1]}"]),
+            "proved", count["proof"], f"min {ln}", w["proof"][0], f">= -{tol:g}, = 0 at A_j = -tau I",
+            w["proof"][0] >= -tol and eq["proof"][0] <= tol,
+            [f"sigma_max(Sigma) <= 1; tightest: {w['proof'][1]}", at_tight("proof")]),
         Row("L16", "eq. (2.3), proof with s_min(Sigma) once: ... >= 4l (1-tau)^(2(l-1)) s_min (f - C_opt)",
             "proved", n, f"min {ln}", w["proof_general"][0], f">= -{tol:g}, = 0 at A_j = -tau I",
             w["proof_general"][0] >= -tol and eq["proof_general"][0] <= tol,
