@@ -116,6 +116,11 @@ MUTATIONS = [
 ]
 
 
+# one thread per run: several runs at once on a shared machine, without spinning thread pools
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
+
+
 def apply(root, path, old, new):
     p = os.path.join(root, path)
     text = open(p, encoding="utf-8").read()
@@ -132,7 +137,7 @@ def run_one(mutation, timeout):
                             ignore=shutil.ignore_patterns("__pycache__"))
         apply(tmp, path, old, new)
         t = time.time()
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": tmp}
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": tmp, **ONE_THREAD}
         try:
             proc = subprocess.run([sys.executable, "-m", "theory.check", "--quick"], cwd=tmp, env=env,
                                   capture_output=True, text=True, timeout=timeout)
@@ -157,7 +162,7 @@ def run_one(mutation, timeout):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--jobs", type=int, default=2, help="mutations run at once (default 2)")
+    p.add_argument("--jobs", type=int, default=2, help="mutations run at once, one thread each (default 2)")
     p.add_argument("--only", default="", help="comma-separated mutation names")
     p.add_argument("--timeout", type=float, default=900, help="seconds per run")
     p.add_argument("--out", help="write the results as JSON here")

@@ -70,14 +70,19 @@ class _Broken:
 
 
 class JsonRows:
-    """--json FILE, rewritten after every row so that it is valid JSON at every moment and no
-    row already computed is lost.  Opened (and "[]" written) before any check runs: a path that
-    cannot be opened is refused at once; a write that fails later (a full disk) is said in one
+    """--json FILE, rewritten after every row (a regular file through FILE.partial and a rename,
+    so it is valid JSON with every row so far at any moment; a device such as /dev/full directly).
+    The path is opened before any check runs: one that cannot be opened is refused at once
+    (OSError from the constructor); a write that fails (a full disk, now or later) is said in one
     line, the report goes on (the rows are on stdout) and the exit status is 1."""
 
     def __init__(self, path):
         self.path, self.rows, self.failed = path, [], None
-        self.f = open(path, "w") if path else None     # OSError: refused by main, before the checks
+        if not path:
+            return
+        self.regular = not os.path.exists(path) or os.path.isfile(path)
+        self.partial = path + ".partial"
+        open(self.partial if self.regular else path, "a").close()   # OSError: refused by main
         self._write()
 
     def add(self, row):
@@ -85,24 +90,21 @@ class JsonRows:
         self._write()
 
     def _write(self):
-        if self.f is None or self.failed:
+        if not self.path or self.failed:
             return
         try:
-            self.f.seek(0)
-            self.f.truncate()
-            json.dump(self.rows, self.f, indent=1, default=float)
-            self.f.flush()
+            with open(self.partial if self.regular else self.path, "w") as f:
+                json.dump(self.rows, f, indent=1, default=float)
+            if self.regular:
+                os.replace(self.partial, self.path)
         except OSError as e:
             self.failed = f"{e.strerror or e}"
             print(f"error: --json={self.path}: cannot write ({self.failed}); the rows are printed "
                   "only; free space or give another path and run again", file=sys.stderr, flush=True)
 
     def close(self):
-        if self.f is not None:
-            try:
-                self.f.close()
-            except OSError:
-                pass
+        if self.path and self.regular and os.path.exists(self.partial):
+            os.remove(self.partial)
 
 
 def parse(argv):
@@ -145,8 +147,8 @@ def run(args, out):
         print(f"\n== {title} " + "=" * (WIDTH - len(title) - 4), flush=True)
         for row in rows_of(module, seed, args.quick, wanted):
             rows.append(row)
+            out.add(row)                      # in the file before it is on the screen
             print("\n".join(row.lines()), flush=True)
-            out.add(row)
         print(f"({module.__name__}: {time.time() - t:.1f}s)", flush=True)
 
     counts = {}
