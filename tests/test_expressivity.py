@@ -1,4 +1,4 @@
-"""Theorem 3.2's network (theory/expressivity.py): it fits, it is honest about its size and margins,
+"""Theorem 3.2's network (theory/section3/expressivity.py): it fits, it is honest about its size and margins,
 and inputs that break Assumption 3.1 are refused with the offending pair named."""
 import math
 import warnings

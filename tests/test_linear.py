@@ -350,49 +350,6 @@ def test_experiment_residual_beats_standard_and_writes_outputs(tmp_path):
     assert "relative_excess_risk" in tags
 
 
-def test_report_statuses_exit_status_and_width(monkeypatch, tmp_path, capsys):
-    """theory.check: REFUTED and HOLDS / DOES NOT HOLD are not fatal; FAIL and NOT REFUTED are;
-    every printed line fits in 120 characters; --json writes the rows with their status."""
-    import json as _json
-    import types
-    from theory import check
-    from theory.rows import Row
-
-    def section(*rows):
-        return types.SimpleNamespace(__name__="fake", checks=lambda quick: list(rows))
-
-    ok = [Row("X1", "a proved statement " * 8, "proved", 3, "max err", 1e-16, "<= 1e-9", True, ["d" * 300]),
-          Row("X2", "printed", "printed", 2, "min slack", -0.5, ">= 0", False, ["counterexample"],
-              corrected_by="X1"),
-          Row("X3", "open", "empirical", 1, "margin", -1.0, ">= 0", False, [])]
-    monkeypatch.setattr(check, "_sections", lambda: [("fake section", section(*ok))])
-    out = tmp_path / "rows.json"
-    assert check.main(["--json", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert "REFUTED" in text and "DOES NOT HOLD" in text and "the statement that holds: X1" in text
-    assert max(len(line) for line in text.splitlines()) <= 120
-    assert [r["status"] for r in _json.load(open(out))] == ["PASS", "REFUTED", "DOES NOT HOLD"]
-    for bad in (Row("Y", "c", "proved", 1, "q", 1.0, "<= 0", False, []),
-                Row("Y", "c", "printed", 1, "q", 1.0, ">= 0", True, [])):
-        monkeypatch.setattr(check, "_sections", lambda bad=bad: [("fake", section(bad))])
-        assert check.main([]) == 1
-        assert "FAILED: Y" in capsys.readouterr().out
-
-
-def test_check_json_into_a_missing_directory_is_refused_before_the_checks(tmp_path):
-    import subprocess
-    import sys
-    import time
-    t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "theory.check", "--quick",
-                           f"--json={tmp_path / 'missing' / 'out.json'}"],
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "not a writable directory" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr and "==" not in proc.stdout  # no check ran
-    assert time.time() - t0 < 30
-
-
 # ---------------------------------------------------------------- the checks can fail (issue 18)
 
 
@@ -422,21 +379,23 @@ def test_L3_catches_a_gradient_that_autodiff_would_share(monkeypatch):
 
 def test_L4_tolerance_is_about_1e_11_per_layer(monkeypatch):
     good = L.global_optimum
-    monkeypatch.setattr(L, "global_optimum", lambda R, depth, method="auto": good(R, depth, method) + 1e-9)
+    def off(R, depth, method="auto"):
+        A = good(R, depth, method)
+        A[0] += 1e-10                           # one layer off by 1e-10 (the old tolerance was 3e-8)
+        return A
+    monkeypatch.setattr(L, "global_optimum", off)
     row = _row(C.theorem21(True, np.random.default_rng(0)), "L4")
     assert row.status == "FAIL" and row.holds_if == "<= 1e-11"
 
 
 def test_the_check_uses_its_own_spectral_norms(monkeypatch):
-    """A construction over the bound fails L5 even if theory's spectral norms are halved."""
+    """A construction 1.5x over the bound at its tightest fails L5 even if theory's spectral norms
+    are halved (the check's own norms come from singular values)."""
     good = L.global_optimum
-    monkeypatch.setattr(L, "spectral_norms", lambda A: 0.5 * np.linalg.norm(A, ord=2, axis=(-2, -1)))
-    monkeypatch.setattr(O, "spectral_norms", lambda A: 0.5 * np.linalg.norm(A, ord=2, axis=(-2, -1)))
-    def one_big_factor(R, depth, method="auto"):
-        if depth < 3:
-            return good(R, depth, method)
-        return np.concatenate([good(R, 1), np.zeros((depth - 1,) + R.shape)])
-    monkeypatch.setattr(L, "global_optimum", one_big_factor)
+    half = lambda A: 0.5 * np.linalg.norm(A, ord=2, axis=(-2, -1))   # noqa: E731
+    monkeypatch.setattr(L, "spectral_norms", half)
+    monkeypatch.setattr(O, "spectral_norms", half)
+    monkeypatch.setattr(L, "global_optimum", lambda R, depth, method="auto": 3.0 * good(R, depth, method))
     assert _row(C.theorem21(True, np.random.default_rng(0)), "L5").status == "FAIL"
 
 
