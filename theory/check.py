@@ -18,6 +18,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 
@@ -166,6 +167,9 @@ def run(args, out):
 
 def main(argv=None):
     args = parse(argv)
+    # Ctrl-C is a KeyboardInterrupt even when started with SIGINT ignored (a background job), as
+    # resnet_nobn.cli.main_wrapper does for the training entry points
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         out = JsonRows(args.json)
     except OSError as e:      # said before the minutes of checks, not after
