@@ -1,4 +1,4 @@
-"""Time, memory and size of Theorem 3.2's construction (theory/expressivity.py) at CIFAR-100's size.
+"""Time, memory and size of Theorem 3.2's construction (theory/section3/expressivity.py) at CIFAR-100's size.
 
     python bench/expressivity_bench.py            # n=50,000 random unit points in d=3072, r=100 labels
     python bench/expressivity_bench.py --quick    # n=5,000, d=512, r=100 (CI)
@@ -35,7 +35,7 @@ def _data(n, d, r, seed):
 def sizes_line(n, d, r, rho, k_new, label):
     """Parameters of the new network (its k) and of the previous construction (formula), and
     params / (n ln n / rho^2) for both."""
-    from theory.expressivity import C_UNIFORM, parameter_formula
+    from theory.section3.expressivity import C_UNIFORM, parameter_formula
     k_old = math.ceil(C_UNIFORM * math.log(n) / rho ** 4)
     new, old = parameter_formula(n, d, k_new, r), parameter_formula(n, d, k_old, r)
     unit = n * math.log(n) / rho ** 2
@@ -58,7 +58,7 @@ def main(argv=None):
     n = a.n or (5000 if a.quick else 50000)
     d = a.d or (512 if a.quick else 3072)
 
-    from theory.expressivity import fit_network
+    from theory.section3.expressivity import fit_network
 
     t0 = time.time()
     import keras  # noqa: F401  imported here so its start-up time is not counted as build time
@@ -98,8 +98,8 @@ def main(argv=None):
     print(sizes_line(cert["n_unique"], d, a.r, cert["rho"], cert["k"], f"this size (n={n})"))
     if (n, d, a.r) != (200, 20, 5):
         import numpy as np
-        from theory import assumption31
-        from theory.expressivity import fit_network as fit
+        from theory.section3 import assumption31
+        from theory.section3.expressivity import fit_network as fit
         xs, ys = _data(200, 20, 5, a.seed)
         _, cs = fit(xs, ys, 5, seed=a.seed)
         assert cs["fits"] and np.isfinite(cs["rho"]) and assumption31

@@ -1,4 +1,4 @@
-"""Theorem 3.2's network (theory/expressivity.py): it fits, it is honest about its size and margins,
+"""Theorem 3.2's network (theory/section3/expressivity.py): it fits, it is honest about its size and margins,
 and inputs that break Assumption 3.1 are refused with the offending pair named."""
 import math
 import warnings
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from resnet_nobn.blocks import ResidualBlock
-from theory import assumption31
-from theory import check_expressivity as C
-from theory import expressivity as E
+from theory.section3 import assumption31
+from theory.section3 import checks as C
+from theory.section3 import expressivity as E
 
 
 def _data(n=600, d=128, r=7, seed=0):
@@ -156,6 +156,7 @@ def test_threshold_rows_refute_the_single_threshold_and_hold_per_unit():
     rows = C.thresholds(True, None)
     status = {r.id: r.status for r in rows}
     assert status == {"E5": "REFUTED", "E6": "HOLDS", "E7": "HOLDS"}
+    assert "cannot be measured" in " ".join(rows[2].detail)     # the rho^4 half needs the full sizes
     assert rows[0].corrected_by == "E6" and "wrong ReLUs" in rows[0].detail[0]
     assert all(len(line) <= 120 for r in rows for line in r.lines())
 
@@ -217,7 +218,7 @@ def test_fast_float32_run_and_float64_path_agree_with_the_literal_runs(built, mo
     lit, a_lit = E.forward64(dr.z, w, data.labels, dr.k)
     path, a_path = E.path64(dr.z, w, data.labels, dr.k, dr.m)
     assert np.abs(lit - path).max() < 1e-12 and a_path["extra_relus"] == a_lit["extra_relus"] == 0
-    from theory import expressivity_verify
+    from theory.section3 import verify as expressivity_verify
     monkeypatch.setattr(expressivity_verify, "KERAS_ALL_BUDGET", 0)
     monkeypatch.setattr(expressivity_verify, "LITERAL64_BUDGET", 0)
     _, c2 = E.fit_network(x, y, 7, seed=0)
@@ -246,3 +247,47 @@ def test_too_small_rho_for_a_practical_k_names_the_closest_pair():
     x[77] /= np.linalg.norm(x[77])
     with pytest.raises(ValueError, match=r"points 3 and 77 at distance .*> k_max"):
         E.fit_network(x, y, 5)
+
+
+# ---------------------------------------------------------------- the checks can fail (issue 18)
+
+
+def test_E4_refuses_a_shared_threshold_another_k_and_redraws():
+    """Theorem 3.2's size is checked from the built model: k against the formula, l = ceil(n/k),
+    one threshold per unit, no redraw or larger k (E4 passed all of these before)."""
+    x, y = C.random_data(400, 256, 4, 5)
+    model, cert = E.fit_network(x, y, 4, seed=5, verify=False)
+    k, kf, ell, params, bad = C._size(cert, model)
+    assert not bad and k == kf and ell == -(-400 // k) and params == model.count_params()
+    model, cert = E.fit_network(x, y, 4, seed=5, verify=False, c=5.0)
+    assert any("the formula gives" in b for b in C._size(cert, model)[4])
+    model, cert = E.fit_network(x, y, 4, seed=5, verify=False, thresholds="uniform", k_max=400)
+    assert any("one threshold shared" in b for b in C._size(cert, model)[4])
+    with pytest.warns(RuntimeWarning):
+        model, cert = E.fit_network(x, y, 4, seed=5, verify=False, k=6)
+    assert any("redraws or larger k" in b for b in C._size(cert, model)[4])
+
+
+def test_quick_runs_the_per_point_float64_path_and_the_float32_loop(monkeypatch):
+    real = E.path64
+    monkeypatch.setattr(E, "path64", lambda z, w, labels, k, m: (real(z, w, labels, k, m)[0] + 1e-6,
+                                                                 real(z, w, labels, k, m)[1]))
+    d64, d32 = C._small_case_paths()
+    assert d64 > 1e-7 and d32 <= 1e-4
+    monkeypatch.setattr(C, "_small_case_paths", lambda: (1e-6, 1.0))
+    rows = C.built(True, None)
+    assert [r.status for r in rows[:2]] == ["FAIL", "FAIL"]
+
+
+def test_E7_says_when_no_per_unit_k_certifies(monkeypatch):
+    real = C._kmin
+    monkeypatch.setattr(C, "_kmin", lambda data, r, th, cap, seed: None if th == "per_unit"
+                        else real(data, r, th, cap, seed))
+    row = C.thresholds(True, None)[2]
+    assert row.status == "DOES NOT HOLD" and any("none <=" in line for line in row.detail)
+
+
+def test_E5_and_E6_say_what_they_compute():
+    rows = C.thresholds(True, None)
+    assert "best shared" in rows[0].claim and "float32 safety margin" in rows[1].holds_if
+    assert "rho^2/4" in rows[1].detail[0]

@@ -1,4 +1,5 @@
-"""Section 2 of Hardt & Ma (linear residual networks): theory/linear.py and theory/linear_experiment.py."""
+"""Section 2 of Hardt & Ma (linear residual networks): theory/section2/ (linear.py, optimum.py,
+experiment.py, the checks and their references) and the report harness theory/check.py."""
 import glob
 import json
 import math
@@ -9,10 +10,11 @@ import pytest
 import scipy.linalg as sla
 import tensorflow as tf
 
-from theory import check_linear as C
-from theory import check_linear_bounds as B
-from theory import linear as L
-from theory import linear_optimum as O
+from theory.section2 import checks as C
+from theory.section2 import checks_bounds as B
+from theory.section2 import linear as L
+from theory.section2 import optimum as O
+from theory.section2 import references as REF
 
 
 def _rng(seed=0):
@@ -33,8 +35,8 @@ def _explicit_product(A):
 def test_population_risk_matches_empirical_risk():
     rng = _rng(1)
     d, ell, n = 5, 3, 200_000
-    R = C.random_R(d, rng, 0.5)
-    Sigma = C.random_Sigma(d, rng, 0.3, 2.0)
+    R = REF.random_R(d, rng, 0.5)
+    Sigma = REF.random_Sigma(d, rng, 0.3, 2.0)
     A = 0.2 * rng.standard_normal((ell, d, d)) / math.sqrt(d)
     X, Y = L.sample(R, Sigma, n, seed=7)
     losses = L.empirical_risk(A, X, Y, per_sample=True).numpy()
@@ -50,8 +52,8 @@ def test_population_risk_matches_empirical_risk():
 @pytest.mark.parametrize("ell,d", [(1, 1), (2, 3), (7, 4), (40, 6)])
 def test_closed_form_gradient_equals_autodiff(ell, d):
     rng = _rng(ell * 10 + d)
-    R = C.random_R(d, rng, 0.7)
-    Sigma = C.random_Sigma(d, rng, 0.2, 3.0)
+    R = REF.random_R(d, rng, 0.7)
+    Sigma = REF.random_Sigma(d, rng, 0.2, 3.0)
     A = 0.5 / ell * rng.standard_normal((3, ell, d, d))       # batched
     g_cf = L.gradient(A, R, Sigma).numpy()
     g_ad = L.autodiff_gradient(A, R, Sigma).numpy()
@@ -88,15 +90,15 @@ def test_gradient_factor_order_at_depth_4_and_more(ell):
     rng = _rng(3)
     d = 4
     A = 0.4 * rng.standard_normal((ell, d, d)) / math.sqrt(d)
-    R, Sigma = C.random_R(d, rng), C.random_Sigma(d, rng, 0.5, 2.0)
+    R, Sigma = REF.random_R(d, rng), REF.random_Sigma(d, rng, 0.5, 2.0)
     g = L.gradient(A, R, Sigma).numpy()
     assert np.allclose(g, _lemma24_by_hand(A, R, Sigma), rtol=0, atol=1e-12)
     assert np.allclose(g, L.autodiff_gradient(A, R, Sigma).numpy(), rtol=0, atol=1e-12)
-    printed = C.gradient_as_printed(A, R, Sigma)
+    printed = REF.gradient_as_printed(A, R, Sigma)
     rel = np.linalg.norm(printed - g, axis=(1, 2)) / np.linalg.norm(g, axis=(1, 2))
     assert np.all(rel > 0.05), rel                  # every layer has a product of >= 2 factors
     # at l = 2 each product has at most one factor, and the two orders agree
-    assert np.allclose(C.gradient_as_printed(A[:2], R, Sigma), L.gradient(A[:2], R, Sigma).numpy(),
+    assert np.allclose(REF.gradient_as_printed(A[:2], R, Sigma), L.gradient(A[:2], R, Sigma).numpy(),
                        rtol=0, atol=1e-12)
 
 
@@ -107,14 +109,14 @@ def _cases():
     Q = np.linalg.qr(rng.standard_normal((6, 6)))[0]
     Q[:, 0] *= np.sign(np.linalg.det(Q))
     return {
-        "rand_even": C.random_R(8, rng, 1.0),
-        "rand_odd": C.random_R(7, rng, 1.0),
-        "rand_64": C.random_R(64, rng, 0.5),
+        "rand_even": REF.random_R(8, rng, 1.0),
+        "rand_odd": REF.random_R(7, rng, 1.0),
+        "rand_64": REF.random_R(64, rng, 0.5),
         "identity": np.eye(5),
         "d1": np.array([[0.3]]),
         "minus_I4": -np.eye(4),                                   # two rotations by exactly pi
-        "rot_pi_odd": sla.block_diag(O._rot(math.pi), [[1.0]]),
-        "near_pi": sla.block_diag(O._rot(math.pi - 1e-9), [[2.0]]),
+        "rot_pi_odd": sla.block_diag(O.rotation(math.pi), [[1.0]]),
+        "near_pi": sla.block_diag(O.rotation(math.pi - 1e-9), [[2.0]]),
         "sym_negative_pair": Q @ np.diag([-1, -3, 2, 1, 1, 0.5]) @ Q.T,
         "repeated_sv": 3.0 * Q,
         "psd": (lambda M: M @ M.T + 0.5 * np.eye(5))(rng.standard_normal((5, 5))),
@@ -138,7 +140,7 @@ def test_global_optimum_factorizes_R_within_bound(name, depth):
 
 def test_global_optimum_order_A0_applied_first():
     rng = _rng(9)
-    R = C.random_R(4, rng, 1.0)
+    R = REF.random_R(4, rng, 1.0)
     A = L.global_optimum(R, 5, method="svd")
     x = rng.standard_normal(4)
     h = x
@@ -164,7 +166,7 @@ def test_identity_gives_zero_and_psd_case_is_the_paper_formula():
 def test_both_general_constructions_factor_R(method):
     rng = _rng(13)
     for d in (2, 3, 9):
-        R = C.random_R(d, rng, 1.2)
+        R = REF.random_R(d, rng, 1.2)
         A = L.global_optimum(R, 40, method=method)
         assert np.allclose(_explicit_product(A), R, atol=1e-10)
 
@@ -203,7 +205,7 @@ def test_singular_R_is_factorized_with_one_projection(R):
 def test_paper_construction_is_within_the_proofs_bound_and_footnote_4():
     """method='paper': the proof's split l = 2q + p, q rounded (footnote 4); |||A||| <= max(pi/q, 3g/p),
     and the rounding costs 1% against the printed bound for a rotation by pi in 3-D at l = 101."""
-    R = sla.block_diag(O._rot(math.pi), [[1.0]])
+    R = sla.block_diag(O.rotation(math.pi), [[1.0]])
     A = L.global_optimum(R, 101, method="paper")
     assert np.allclose(_explicit_product(A), R, atol=1e-12)
     assert L.paper_split(0.0, 101) == (50, 1)
@@ -212,7 +214,7 @@ def test_paper_construction_is_within_the_proofs_bound_and_footnote_4():
     assert 1.009 < ratio < 1.011
     rng = _rng(21)
     for d, ell in [(3, 8), (5, 32), (8, 101)]:
-        R = C.random_R(d, rng, 1.2)
+        R = REF.random_R(d, rng, 1.2)
         g = L.gamma(R)
         q, p = L.paper_split(g, ell)
         assert 2 * q + p == ell and q >= 1 and p >= 1
@@ -223,7 +225,7 @@ def test_paper_construction_is_within_the_proofs_bound_and_footnote_4():
 
 def test_paper_construction_row_fails_when_the_split_is_broken(monkeypatch):
     """The check gates the proof's construction on its own row: a split of [1, 1, l-2] fails it."""
-    from theory import linear_optimum
+    from theory.section2 import optimum as linear_optimum
     rng = np.random.default_rng(0)
     assert next(r for r in C.theorem21(True, rng) if r.id == "L6").status == "PASS"
     monkeypatch.setattr(linear_optimum, "paper_split", lambda g, ell: (1, ell - 2))
@@ -234,7 +236,7 @@ def test_paper_construction_row_fails_when_the_split_is_broken(monkeypatch):
 
 def test_check_uses_its_own_gamma_and_bound(monkeypatch):
     """A construction 10x over the bound fails L5 even if the module's gamma/bound are inflated."""
-    from theory import linear_optimum
+    from theory.section2 import optimum as linear_optimum
     monkeypatch.setattr(linear_optimum, "theorem21_bound", lambda R, depth: 1e9)
     monkeypatch.setattr(linear_optimum, "gamma", lambda R: 0.0)
     good = linear_optimum.global_optimum
@@ -259,8 +261,8 @@ def test_printed_equation_23_has_a_counterexample_and_the_proof_form_is_tight():
 def test_proof_forms_hold_on_random_points_of_B_tau():
     rng = _rng(17)
     for d, ell, tau in [(3, 5, 0.2), (8, 32, 0.05), (2, 2, 0.9)]:
-        R = C.random_R(d, rng, 1.0)
-        Sigma = C.random_Sigma(d, rng, 0.2, 1.0)
+        R = REF.random_R(d, rng, 1.0)
+        Sigma = REF.random_Sigma(d, rng, 0.2, 1.0)
         A = rng.standard_normal((20, ell, d, d))
         A *= tau / np.linalg.norm(A, ord=2, axis=(-2, -1))[..., None, None]
         A[0] = -tau * np.eye(d)
@@ -307,16 +309,17 @@ def test_critical_points_in_the_ball_are_global_minima_and_outside_need_not_be()
 def test_check_rows_quick():
     """Every Section 2 row: one kind, its own time, a named quantity, lines <= 120 characters;
     the printed statements are REFUTED and name the row that holds; nothing fatal."""
-    rows = C.checks(quick=True)
+    from theory import check
+    rows = list(check.rows_of(C, 20170424, quick=True))
     ids = [r.id for r in rows]
-    assert ids == [f"L{i}" for i in range(1, len(rows) + 1)]
+    assert ids == [f"L{i}" for i in range(1, 20) if i != 8]
     status = {r.id: r.status for r in rows}
     assert not [r.id for r in rows if r.fatal], status
-    for rid in ("L2", "L8", "L14", "L17", "L19"):
+    for rid in ("L2", "L14", "L17", "L19"):
         assert status[rid] == "REFUTED"
         corrected = next(r for r in rows if r.id == rid).corrected_by
         assert corrected and all(status[c.strip()] in ("PASS", "HOLDS") for c in corrected.split(","))
-    assert status["L10"] == "HOLDS" and status["L12"] == "HOLDS"
+    assert status["L10"] == "OK" and status["L12"] == "OK"
     for r in rows:
         assert r.instances > 0 and r.quantity and r.seconds > 0 and np.isfinite(r.worst)
         assert all(len(line) <= 120 for line in r.lines()), r.id
@@ -327,7 +330,7 @@ def test_check_rows_quick():
 # ---------------------------------------------------------------- the optimization experiment
 
 def test_experiment_residual_beats_standard_and_writes_outputs(tmp_path):
-    from theory import linear_experiment
+    from theory.section2 import experiment as linear_experiment
     out = str(tmp_path / "exp")
     rc = linear_experiment.main(["--out", out, "--depths", "1", "16", "--steps", "200",
                                  "--lr", "0.1", "--dim", "6", "--log-every", "20"])
@@ -347,44 +350,106 @@ def test_experiment_residual_beats_standard_and_writes_outputs(tmp_path):
     assert "relative_excess_risk" in tags
 
 
-def test_report_statuses_exit_status_and_width(monkeypatch, tmp_path, capsys):
-    """theory.check: REFUTED and HOLDS / DOES NOT HOLD are not fatal; FAIL and NOT REFUTED are;
-    every printed line fits in 120 characters; --json writes the rows with their status."""
-    import json as _json
-    import types
-    from theory import check
-    from theory.rows import Row
-
-    def section(*rows):
-        return types.SimpleNamespace(__name__="fake", checks=lambda quick: list(rows))
-
-    ok = [Row("X1", "a proved statement " * 8, "proved", 3, "max err", 1e-16, "<= 1e-9", True, ["d" * 300]),
-          Row("X2", "printed", "printed", 2, "min slack", -0.5, ">= 0", False, ["counterexample"],
-              corrected_by="X1"),
-          Row("X3", "open", "empirical", 1, "margin", -1.0, ">= 0", False, [])]
-    monkeypatch.setattr(check, "_sections", lambda: [("fake section", section(*ok))])
-    out = tmp_path / "rows.json"
-    assert check.main(["--json", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert "REFUTED" in text and "DOES NOT HOLD" in text and "the statement that holds: X1" in text
-    assert max(len(line) for line in text.splitlines()) <= 120
-    assert [r["status"] for r in _json.load(open(out))] == ["PASS", "REFUTED", "DOES NOT HOLD"]
-    for bad in (Row("Y", "c", "proved", 1, "q", 1.0, "<= 0", False, []),
-                Row("Y", "c", "printed", 1, "q", 1.0, ">= 0", True, [])):
-        monkeypatch.setattr(check, "_sections", lambda bad=bad: [("fake", section(bad))])
-        assert check.main([]) == 1
-        assert "FAILED: Y" in capsys.readouterr().out
+# ---------------------------------------------------------------- the checks can fail (issue 18)
 
 
-def test_check_json_into_a_missing_directory_is_refused_before_the_checks(tmp_path):
-    import subprocess
-    import sys
-    import time
-    t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "theory.check", "--quick",
-                           f"--json={tmp_path / 'missing' / 'out.json'}"],
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "not a writable directory" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr and "==" not in proc.stdout  # no check ran
-    assert time.time() - t0 < 30
+def _row(rows, rid):
+    return next(r for r in rows if r.id == rid)
+
+
+def test_L1_catches_a_reversed_product(monkeypatch):
+    """The empirical risk is computed in the check with the product written out: a reversed
+    product in theory.section2.linear fails L1 (it passed when both sides used the module)."""
+    good = L.product
+    monkeypatch.setattr(L, "product", lambda A: good(np.asarray(A)[..., ::-1, :, :]))
+    assert _row([C.claim23(True, np.random.default_rng(0))], "L1").status == "FAIL"
+
+
+def test_L3_catches_a_gradient_that_autodiff_would_share(monkeypatch):
+    """A bug shared by the closed form and autodiff (both through the module's product) passes a
+    comparison of the two; L3 also compares with central differences computed in the check."""
+    good = L.gradient
+    def layers_swapped(A, R, Sigma):
+        g = good(A, R, Sigma).numpy()
+        return tf.constant(g[..., ::-1, :, :].copy())
+    monkeypatch.setattr(L, "gradient", layers_swapped)
+    monkeypatch.setattr(L, "autodiff_gradient", layers_swapped)
+    assert _row(C.lemma24(True, np.random.default_rng(0)), "L3").status == "FAIL"
+
+
+def test_L4_tolerance_is_about_1e_11_per_layer(monkeypatch):
+    good = L.global_optimum
+    def off(R, depth, method="auto"):
+        A = good(R, depth, method)
+        A[0] += 1e-10                           # one layer off by 1e-10 (the old tolerance was 3e-8)
+        return A
+    monkeypatch.setattr(L, "global_optimum", off)
+    row = _row(C.theorem21(True, np.random.default_rng(0)), "L4")
+    assert row.status == "FAIL" and row.holds_if == "<= 1e-11"
+
+
+def test_the_check_uses_its_own_spectral_norms(monkeypatch):
+    """A construction 1.5x over the bound at its tightest fails L5 even if theory's spectral norms
+    are halved (the check's own norms come from singular values)."""
+    good = L.global_optimum
+    half = lambda A: 0.5 * np.linalg.norm(A, ord=2, axis=(-2, -1))   # noqa: E731
+    monkeypatch.setattr(L, "spectral_norms", half)
+    monkeypatch.setattr(O, "spectral_norms", half)
+    monkeypatch.setattr(L, "global_optimum", lambda R, depth, method="auto": 3.0 * good(R, depth, method))
+    assert _row(C.theorem21(True, np.random.default_rng(0)), "L5").status == "FAIL"
+
+
+def test_edge_cases_have_the_determinant_sign_they_are_listed_with():
+    """repeated_sv_6 was listed with det R > 0 but had det R = -1730; the det R < 0 cases are in the
+    product check L4."""
+    rng = np.random.default_rng(0)
+    assert all(np.linalg.det(R) > 0 for R in REF.special_Rs(rng).values())
+    assert all(np.linalg.det(R) < 0 for R in REF.negative_Rs(rng).values())
+    row = _row(C.theorem21(True, np.random.default_rng(0)), "L4")
+    assert "householder_4" in row.detail[0] and " with det R < 0" in row.detail[0]
+    assert int(row.detail[0].split(" with det R < 0")[0].rsplit("(", 1)[1]) >= 10
+
+
+def test_L10_is_a_fatal_control_of_the_det_R_negative_product(monkeypatch):
+    rows = C.theorem21_det(True, np.random.default_rng(0))
+    assert _row(rows, "L10").status == "OK" and _row(rows, "L10").kind == "control"
+    real = L.global_optimum
+
+    def wrong_product(R, depth, method="auto"):
+        A = real(R, depth, method)
+        if np.linalg.det(R) < 0:
+            A[1] += 1e-6                    # inside the bound, but no longer a factorization of R
+        return A
+    monkeypatch.setattr(L, "global_optimum", wrong_product)
+    row = _row(C.theorem21_det(True, np.random.default_rng(0)), "L10")
+    assert row.status == "FAILED" and row.fatal
+
+
+def test_L11_needs_critical_points_from_fresh_starts_and_L12_is_fatal(monkeypatch):
+    """With no search steps (the starts returned as they are), L11 fails (too few certified
+    critical points from starts not run through gradient descent) and L12, a control, is fatal."""
+    real = B.critical_points
+    monkeypatch.setattr(B, "critical_points", lambda A0, R, Sigma, steps=80, **kw: real(A0, R, Sigma, steps=0))
+    rows = B.theorem22_critical(True, np.random.default_rng(0))
+    assert _row(rows, "L11").status == "FAIL"
+    assert _row(rows, "L12").status == "FAILED" and _row(rows, "L12").fatal
+
+
+def test_L13_L15_L16_check_equality_at_the_tight_point(monkeypatch):
+    """A right side smaller by a factor 2 still satisfies the one-sided bound; equality at
+    A_j = -tau I (Sigma = I) catches it."""
+    real = L.gradient_bounds
+
+    def loose(*a, **k):
+        out = real(*a, **k)
+        for form in ("per_layer", "proof", "proof_general"):
+            out[form] = (out[form][0], out[form][1] - np.log(2.0))
+        return out
+    monkeypatch.setattr(L, "gradient_bounds", loose)
+    rows = B.equation23(True, np.random.default_rng(0))
+    assert [_row(rows, i).status for i in ("L13", "L15", "L16")] == ["FAIL"] * 3
+
+
+def test_L2_says_the_norms_it_measured():
+    row = _row(C.lemma24(True, np.random.default_rng(0)), "L2")
+    assert "measured |A_j| in [" in row.detail[0] and "~ 0.4" not in row.detail[0]

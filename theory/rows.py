@@ -8,23 +8,33 @@ Three kinds of statement:
              NOT REFUTED otherwise, which means the check lost its counterexample (exit status 1).
   empirical  a question without a proof (e.g. whether a constant suffices).  HOLDS or DOES NOT HOLD,
              reported, never fatal.
+  control    a check that the check itself can see what it looks for (a search finds what it must
+             find, a construction multiplies out).  OK or FAILED; FAILED is fatal, since the rows
+             that rely on it prove nothing then.
+  error      the computation of a group of rows raised: ERROR, fatal (`Group.run`).
 Every row names the quantity it reports (`quantity`), its worst value over the instances (`worst`:
 the true worst error or slack, not a tolerance) and the condition it must meet (`holds_if`).
 """
 import dataclasses
+import os
 import textwrap
+import time
+import traceback
 
 WIDTH = 120
 STATUS = {("proved", True): "PASS", ("proved", False): "FAIL",
           ("printed", False): "REFUTED", ("printed", True): "NOT REFUTED",
-          ("empirical", True): "HOLDS", ("empirical", False): "DOES NOT HOLD"}
+          ("empirical", True): "HOLDS", ("empirical", False): "DOES NOT HOLD",
+          ("control", True): "OK", ("control", False): "FAILED",
+          ("error", True): "ERROR", ("error", False): "ERROR"}
+FATAL = ("FAIL", "NOT REFUTED", "FAILED", "ERROR")
 
 
 @dataclasses.dataclass
 class Row:
     id: str                  # "L3": section letter and number
     claim: str               # the statement, with the paper's reference
-    kind: str                # "proved" | "printed" | "empirical"
+    kind: str                # "proved" | "printed" | "empirical" | "control" | "error"
     instances: int
     quantity: str            # what `worst` is, e.g. "max rel. error"
     worst: float
@@ -41,7 +51,7 @@ class Row:
 
     @property
     def fatal(self):
-        return self.status in ("FAIL", "NOT REFUTED")
+        return self.status in FATAL
 
     def lines(self):
         """The row as text lines of at most WIDTH characters."""
@@ -65,15 +75,36 @@ class Row:
         return {**dataclasses.asdict(self), "status": self.status}
 
 
-def measure(fn, *args):
-    """Run ``fn(*args) -> Row`` (or a list of Rows computed together) and stamp each row with the
-    seconds it took (rows computed together share one time and say so)."""
-    import time
-    t = time.time()
-    out = fn(*args)
-    rows = out if isinstance(out, list) else [out]
-    for r in rows:
-        r.seconds = time.time() - t
-        if len(rows) > 1:
-            r.timed_with = f"{rows[0].id}-{rows[-1].id}"
-    return rows
+class Group:
+    """Rows computed together: ``fn(quick, rng) -> Row | [Row]`` that promises the rows ``ids``.
+
+    ``run`` computes them guarded: an exception becomes one ERROR row (fatal) naming the rows lost
+    and the exception, so the other groups still run; every row is stamped with the group's time
+    (rows computed together share it and say so) and checked against the promised ids."""
+
+    def __init__(self, ids, fn):
+        self.ids, self.fn = tuple(ids), fn
+
+    def run(self, quick, rng):
+        t = time.time()
+        try:
+            out = self.fn(quick, rng)
+            rows = out if isinstance(out, list) else [out]
+            got = tuple(r.id for r in rows)
+            if got != self.ids:
+                raise RuntimeError(f"{self.fn.__name__} returned rows {got}, promised {self.ids}")
+        except Exception as e:               # noqa: BLE001 -- reported as a fatal row, never lost
+            rows = [self.error(e)]
+        for r in rows:
+            r.seconds = time.time() - t
+            if len(rows) > 1:
+                r.timed_with = f"{rows[0].id}-{rows[-1].id}"
+        return rows
+
+    def error(self, e):
+        tb = traceback.extract_tb(e.__traceback__)
+        where = [f"{os.path.relpath(f.filename)}:{f.lineno} in {f.name}" for f in tb[-2:]]
+        ids = self.ids[0] if len(self.ids) == 1 else f"{self.ids[0]}-{self.ids[-1]}"
+        msg = " ".join(str(e).split())[:300]
+        return Row(ids, f"{self.fn.__name__} raised {type(e).__name__}: {msg}", "error", 0, "rows lost",
+                   len(self.ids), "no exception", False, ["raised at " + ", ".join(where)])

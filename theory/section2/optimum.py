@@ -56,7 +56,8 @@ def spectral_norms(A):
     return np.linalg.norm(np.asarray(A, np.float64), ord=2, axis=(-2, -1))
 
 
-def _rot(theta):
+def rotation(theta):
+    """``T(θ)``, the 2×2 rotation by θ of App. A.1."""
     c, s = math.cos(theta), math.sin(theta)
     return np.array([[c, -s], [s, c]])
 
@@ -116,7 +117,7 @@ class _Group:
         if self.kind == "rot":
             B = np.zeros((self.dim, self.dim))
             for Zb, t in self.data:
-                B += Zb @ (_rot(t / m) - np.eye(2)) @ Zb.T
+                B += Zb @ (rotation(t / m) - np.eye(2)) @ Zb.T
             return B
         V, k = self.data                  # V diag(k^{1/m}) Vᵀ − I
         return (V * np.exp(np.log(k) / m)) @ V.T - np.eye(len(k))

@@ -6,11 +6,11 @@ Block b holds the points b*k .. b*k+k-1; unit i of it has row z_i of U, threshol
 z_j for every j in blocks >= b (not moved yet) and q_c for every class c with a point in an
 earlier block (moved); it must fire for z_i and for nothing else.  The proof's single threshold
 s = -(1 - 2 rho') 1 ("uniform") and one threshold per unit ("per_unit") are both here; why the
-second is the default is in theory/expressivity.py.
+second is the default is in theory/section3/expressivity.py.
 """
 import numpy as np
 
-from theory.expressivity_model import shortcut
+from theory.section3.model import shortcut
 
 
 def _later_gram(z32, k):

@@ -1,5 +1,5 @@
 """The Keras model of Theorem 3.2's network (Hardt & Ma 2017, Section 3), from the weights that
-theory.expressivity constructs: [UnitNormalization] -> Dense(k) A_0 -> l blocks -> final block,
+theory.section3.expressivity constructs: [UnitNormalization] -> Dense(k) A_0 -> l blocks -> final block,
 every block the project's `resnet_nobn.blocks.ResidualBlock` (`h + V ReLU(U h + s)`: first =
 Dense(k, use_bias=True) holding U and s, second = Dense(k, use_bias=False) holding V).
 

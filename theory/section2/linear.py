@@ -14,8 +14,8 @@ TensorFlow, float64.
   not the gradient once a product has two factors (``python -m theory.check`` shows by how much);
   :func:`autodiff_gradient` -- the same by ``tf.GradientTape``.
 * :func:`gradient_bounds` -- Theorem 2.2 and eq. (2.3), as printed and in the form the proof gives.
-* Theorem 2.1's construction is in :mod:`theory.linear_optimum` (re-exported here); the checks of
-  all of this in :mod:`theory.check_linear`.
+* Theorem 2.1's construction is in :mod:`theory.section2.optimum` (re-exported here); the checks of
+  all of this in :mod:`theory.section2.checks`.
 
 Which global optimum value ``C_opt`` is meant in (2.3): the minimum of ``f`` over *all* ``A``.
 Every ``R`` is reachable without a norm constraint (``A_1 = R − I``, the other slices 0), so
@@ -25,7 +25,7 @@ Hence ``f(A) − C_opt = ‖E Σ^{1/2}‖_F² = tr(E Σ Eᵀ)`` exactly, and thi
 import numpy as np
 import tensorflow as tf
 
-from theory.linear_optimum import (gamma, global_optimum, paper_split,  # noqa: F401
+from theory.section2.optimum import (gamma, global_optimum, paper_split,  # noqa: F401
                                    spectral_norms, theorem21_bound)
 
 DTYPE = tf.float64

@@ -3,7 +3,7 @@ standard parameterization ``W_ℓ···W_1``, both from small random initialisat
 Hardt & Ma; Kawaguchi (2016) shows that ``W = 0`` is a saddle of the standard parameterization, with
 zero curvature for ``ℓ ≥ 3``, where gradient descent from small initialisation stalls).
 
-    python -m theory.linear_experiment --out DIR [--depths 1 2 4 ...] [--steps N] [--quick]
+    python -m theory.section2.experiment --out DIR [--depths 1 2 4 ...] [--steps N] [--quick]
 
 Both minimise the population risk of Claim 2.3, ``f = ‖E Σ^{1/2}‖_F² + d`` (exact gradients, no
 sampling noise), for one fixed target ``R = Q P`` (``Q`` a rotation with angles up to
@@ -141,7 +141,7 @@ def plot(results, depths, path, target):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m theory.linear_experiment", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m theory.section2.experiment", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output directory (TensorBoard runs, PNG, JSON)")
     p.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128],

@@ -7,7 +7,7 @@ and checked against Assumption 3.1 (every pair of points at distance >= rho).
 * :func:`check` -- Assumption 3.1.  'exact' (all pairs in R^d: blocked float32 Gram, float64
   recheck; O(n^2 d)) measures rho; 'projected' (for large n^2 d) estimates it from a sample of
   2,000 points (an upper bound); the construction then scans every pair in R^k and rechecks in R^d
-  the pairs that break its margins (theory.expressivity).
+  the pairs that break its margins (theory.section3.expressivity).
 """
 import time
 

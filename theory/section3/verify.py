@@ -1,17 +1,17 @@
-"""Verification of Theorem 3.2's network (theory.expressivity): the float32 Keras model and the
+"""Verification of Theorem 3.2's network (theory.section3.expressivity): the float32 Keras model and the
 network in exact (float64) arithmetic, on every training point.
 
 Float32: `model.predict` on every point when n l <= KERAS_ALL_BUDGET; beyond that, `run_float32`
 (the model's own weights in one compiled loop) on every point and the Keras model itself on a
 sample, which must agree.  Float64: every block literally (`forward64`) when n^2 k <=
 LITERAL64_BUDGET; beyond that each point along its own path (`path64`), every other unit being
-certified silent by the margin scan of theory.expressivity.margins.
+certified silent by the margin scan of theory.section3.expressivity.margins.
 """
 import math
 
 import numpy as np
 
-from theory.expressivity_model import run_float32, shortcut
+from theory.section3.model import run_float32, shortcut
 
 LITERAL64_BUDGET = 2e10   # n^2 k up to which the float64 check runs every block literally
 KERAS_ALL_BUDGET = 1e6    # n l up to which model.predict runs on every point (else run_float32)

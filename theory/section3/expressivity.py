@@ -3,9 +3,9 @@
 Theorem 3.2: under Assumption 3.1 (unit-norm points, pairwise distances >= rho) a residual network of
 single-ReLU blocks `h + V ReLU(U h + s)` with O(n log n + r^2) parameters maps every one of n
 training points to its one-hot label.  `fit_network(x, y)` builds that network for given data,
-following the proof of Appendix B, as a Keras model (theory.expressivity_model), runs it on every
+following the proof of Appendix B, as a Keras model (theory.section3.model), runs it on every
 point and returns a certificate.  Steps: validate the data and check Assumption 3.1
-(theory.assumption31), choose k, draw A_0 and the surrogate labels and check Lemma B.1's margins,
+(theory.section3.assumption31), choose k, draw A_0 and the surrogate labels and check Lemma B.1's margins,
 build the model, verify.
 
 Construction (Appendix B, proof of Theorem 3.2 and Lemmas B.1/B.2):
@@ -44,9 +44,9 @@ Where this follows the proof rather than the printed text:
     orthonormal embedding A_0 = (X X^T)^-1 X (k = n, z_i = e_i, margins 1/2).  A draw that breaks
     the margins is drawn again (small shortfall) or k is multiplied by 1.5, with a warning; every
     attempt is in the certificate.
-  * The final block's skip from R^k to R^r: see theory.expressivity_model.
+  * The final block's skip from R^k to R^r: see theory.section3.model.
 
-Verification (theory.expressivity_verify): the float32 Keras model and the network in exact
+Verification (theory.section3.verify): the float32 Keras model and the network in exact
 (float64) arithmetic, on every point.
 """
 import math
@@ -55,10 +55,10 @@ import warnings
 
 import numpy as np
 
-from theory import assumption31
-from theory.expressivity_model import build_model, run_float32  # noqa: F401
-from theory.expressivity_verify import forward64, path64, verify_network  # noqa: F401
-from theory.lemma_b1 import margins, weights, wrong_relus  # noqa: F401
+from theory.section3 import assumption31
+from theory.section3.model import build_model, run_float32  # noqa: F401
+from theory.section3.verify import forward64, path64, verify_network  # noqa: F401
+from theory.section3.lemma_b1 import margins, weights, wrong_relus  # noqa: F401
 
 C_PAPER = 10.0            # k = ceil(10 ln n / rho^2), per-unit thresholds: the proof's constant
 C_UNIFORM = 56.0          # k = ceil(56 ln n / rho^4), one threshold for all units
