@@ -1,8 +1,8 @@
-"""theory/conjecture.py: Section 5's conjecture probed by projected gradient descent from many
+"""theory/section5/conjecture.py: Section 5's conjecture probed by projected gradient descent from many
 starts, with Theorem 2.2's linear network as the control."""
 import numpy as np
 
-from theory import conjecture
+from theory.section5 import conjecture
 
 
 def test_rows_are_plain_data_and_the_linear_control_holds():
@@ -32,3 +32,16 @@ def test_a_stuck_start_is_reported_as_a_counterexample(monkeypatch):
         dead=np.zeros(size.starts, int), largest=0.1))
     row = conjecture._row(conjecture._ReLU, conjecture.QUICK)
     assert row["verdict"] == "DOES NOT HOLD" and row["stuck"] == conjecture.QUICK.starts
+
+
+def test_the_rows_are_in_the_report_and_never_fatal(monkeypatch):
+    """C1, C2 are rows of `python -m theory.check` (theory/section5/checks.py): empirical, so a
+    counterexample (DOES NOT HOLD) or an undecided probe (INCONCLUSIVE) is reported, never fatal."""
+    from theory.section5 import checks
+    rows = checks.GROUPS[0].run(True, None)
+    assert [r.id for r in rows] == ["C1", "C2"] and rows[0].status == "HOLDS"
+    for verdict, status in (("DOES NOT HOLD", "DOES NOT HOLD"), ("INCONCLUSIVE", "INCONCLUSIVE")):
+        fake = dict(name="x", verdict=verdict, detail="d", final_losses=[0.5], starts=1, tau=0.5)
+        monkeypatch.setattr(conjecture, "probe", lambda quick, fake=fake: [fake, fake])
+        rows = checks.GROUPS[0].run(True, None)
+        assert [r.status for r in rows] == [status, status] and not any(r.fatal for r in rows)

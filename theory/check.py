@@ -1,10 +1,10 @@
 """`python -m theory.check [--quick] [--json FILE] [--rows IDS]`: the claims of Hardt & Ma,
-Sections 2 and 3, checked numerically -- the paper's statements that hold, the printed ones that
+Sections 2 and 3, checked numerically, and Section 5's conjecture probed -- the paper's statements that hold, the printed ones that
 are refuted (with their counterexamples, beside the corrected statement), open empirical
 questions, and the controls that show a check can see what it looks for.
 
 The rows come from the sections' check modules listed in `SECTIONS` (theory/section2/checks.py,
-theory/section3/checks.py); each module has a `GROUPS` list of `theory.rows.Group`s (the rows a
+theory/section3/checks.py, theory/section5/checks.py); each module has a `GROUPS` list of `theory.rows.Group`s (the rows a
 function computes together).  theory/rows.py defines a row and its status; docs/theory.md says
 what each row checks.  This file runs the groups one at a time, guarded (a crash is a fatal ERROR
 row, the other groups still run), prints each row as its group finishes, writes --json after
@@ -31,14 +31,16 @@ from theory.rows import WIDTH, Group
 SECTIONS = [
     ("Section 2: linear residual networks", "theory.section2.checks", 20170424),
     ("Section 3: finite-sample expressivity", "theory.section3.checks", 0),
+    ("Section 5: the conjecture for ReLU blocks", "theory.section5.checks", 0),
 ]
 
 LEGEND = [
     "PASS / FAIL: a statement with a proof (the paper's, or with a slip corrected). REFUTED: the paper's",
     "printed statement, with a counterexample (the row says which row holds instead). HOLDS / DOES NOT",
-    "HOLD: an open empirical question, never fatal. OK / FAILED: a control showing that a check can see",
-    "what it looks for (FAILED is fatal). ERROR: the rows' computation raised (fatal). Each row: n =",
-    "instances, the quantity measured, its worst value and the condition it must meet, and its time.",
+    "HOLD / INCONCLUSIVE: an open empirical question, never fatal. OK / FAILED: a control showing that",
+    "a check can see what it looks for (FAILED is fatal). ERROR: the rows' computation raised (fatal).",
+    "Each row: n = instances, the quantity measured, its worst value and the condition it must meet,",
+    "and its time.",
 ]
 
 

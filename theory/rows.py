@@ -7,7 +7,7 @@ Three kinds of statement:
              counterexample is found (the row then names it, and `corrected_by` the row that holds);
              NOT REFUTED otherwise, which means the check lost its counterexample (exit status 1).
   empirical  a question without a proof (e.g. whether a constant suffices).  HOLDS or DOES NOT HOLD,
-             reported, never fatal.
+             reported, never fatal; INCONCLUSIVE (`passed` None) when the probe could not tell.
   control    a check that the check itself can see what it looks for (a search finds what it must
              find, a construction multiplies out).  OK or FAILED; FAILED is fatal, since the rows
              that rely on it prove nothing then.
@@ -39,7 +39,7 @@ class Row:
     quantity: str            # what `worst` is, e.g. "max rel. error"
     worst: float
     holds_if: str            # e.g. "<= 1e-9"
-    passed: bool             # the condition held on every instance
+    passed: bool             # the condition held on every instance (empirical: None, undecided)
     detail: list             # lines: sizes tried, counterexample, ...
     seconds: float = 0.0
     corrected_by: str = ""   # for a refuted printed statement: the id of the row that holds
@@ -47,6 +47,8 @@ class Row:
 
     @property
     def status(self):
+        if self.kind == "empirical" and self.passed is None:
+            return "INCONCLUSIVE"
         return STATUS[(self.kind, bool(self.passed))]
 
     @property

@@ -27,7 +27,7 @@ not speak about: it is counted and reported, and makes the row INCONCLUSIVE, not
 A numerical probe of finitely many starts can find a counterexample, never prove the conjecture.
 
 `probe(quick=True)` returns the two rows as plain dicts (name, verdict, detail, and the numbers);
-`python -m theory.conjecture [--full]` prints them.
+`python -m theory.section5.conjecture [--full]` prints them.
 """
 import argparse
 import dataclasses
