@@ -126,9 +126,13 @@ def command(cfg, entry, base_args, python=None):
 
 def check_compatible(cfg):
     """Raises ValueError if cfg.model_dir holds a run with other hyperparameters than `cfg`."""
-    old = read_json(os.path.join(cfg.model_dir, "config.json"))
-    if old is None:
+    path = os.path.join(cfg.model_dir, "config.json")
+    old = read_json(path)
+    if old is None and not os.path.exists(path):
         return
+    if old is None or not isinstance(old.get("model"), dict):
+        raise ValueError(f"{path} is unreadable, not a JSON object or without a `model` object "
+                         "(not a run's config.json); move it away or use another --root")
     diffs = config_diffs(old, cfg.to_json(), fields=SCIENTIFIC_FIELDS)
     if diffs:
         raise ValueError(f"{cfg.model_dir} holds a run with other settings ({'; '.join(diffs)}); "
@@ -137,8 +141,9 @@ def check_compatible(cfg):
 
 def run_state(cfg):
     """'finished', 'failed' (the last attempt exited with an error), 'partial' or 'new'."""
-    results = read_json(os.path.join(cfg.model_dir, "results.json"))
-    if results and (results.get("global_step") or 0) >= cfg.train_steps:
+    results = read_json(os.path.join(cfg.model_dir, "results.json")) or {}
+    step = results.get("global_step")
+    if isinstance(step, int) and step >= cfg.train_steps:
         return "finished"
     status = read_json(os.path.join(cfg.model_dir, STATUS)) or {}
     if status.get("status") in ("failed", "timeout"):
@@ -199,8 +204,8 @@ def write_hparams_config(root, configs):
         if old:
             try:
                 configs.append(TrainConfig.from_json(old))
-            except (TypeError, ValueError):
-                pass  # a config.json of another version: its values are simply not in the domain
+            except (TypeError, ValueError, KeyError, AttributeError):
+                pass  # a config.json of another version or program: its values are not in the domain
     values = {}
     for cfg in configs:
         for k, v in hparams_of(cfg).items():
@@ -285,4 +290,5 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, log=p
 
 
 def _pct(x):
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return f"{100 * x:.2f}%" if ok else "n/a"

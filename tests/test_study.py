@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import run_cli, tiny_config
+from helpers import ROOT, run_cli, tiny_config
 from resnet_nobn import report, study
 
 TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
@@ -212,3 +212,78 @@ def test_ablate_root_that_is_a_file_is_one_line(tmp_path):
     proc = run_cli("ablate.py", f"--root={a_file}", *TINY, "--train_steps=2")
     assert proc.returncode == 2 and "is a file" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and a_file.read_text() == "x"
+
+
+# -- hand-edited files (issue 20, section 2): one line each, nothing half-written ---------------
+
+
+def test_config_json_whose_model_is_not_an_object_is_one_line(tmp_path):
+    from resnet_nobn import train
+    from resnet_nobn.errors import UserError
+    cfg = tiny_config(tmp_path / "run", train_steps=2)
+    os.makedirs(cfg.model_dir)
+    path = os.path.join(cfg.model_dir, "config.json")
+    json.dump(dict(cfg.to_json(), model=5), open(path, "w"))
+    with pytest.raises(UserError, match="without a `model` object"):
+        train.train(cfg)
+    with pytest.raises(ValueError, match="without a `model` object"):
+        study.check_compatible(cfg)
+    assert json.load(open(path))["model"] == 5 and sorted(os.listdir(cfg.model_dir)) == ["config.json"]
+
+
+def test_ablate_ignores_an_unrelated_config_json_under_its_root(tmp_path):
+    root = tmp_path / "study"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "config.json").write_text('{"name": "my other program"}')
+    proc = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2", *TINY)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "--model_dir=" in proc.stdout
+
+
+def test_report_says_each_foreign_or_malformed_file_in_one_line(tmp_path):
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.08)
+    os.makedirs(os.path.join(root, "other"))
+    json.dump({"name": "unrelated"}, open(os.path.join(root, "other", "config.json"), "w"))
+    json.dump({}, open(os.path.join(root, "other", study.STATUS), "w"))
+    os.makedirs(os.path.join(root, "schema"))
+    json.dump({"accuracy": 0.9, "epochs": 3}, open(os.path.join(root, "schema", "results.json"), "w"))
+    path = os.path.join(root, "ours", "seed-1", "results.json")
+    results = json.load(open(path))
+    results["top1_error"] = "0.08"  # a string where a number belongs
+    json.dump(results, open(path, "w"))
+    rep = run_cli("report.py", f"--root={root}", timeout=120)
+    assert rep.returncode == 0 and "Traceback" not in rep.stderr, rep.stderr[-2000:]
+    warnings = rep.stderr.strip().splitlines()
+    assert len(warnings) == 3, warnings
+    assert any("other" in w and "skipped" in w for w in warnings)
+    assert any("schema" in w and "skipped" in w for w in warnings)
+    assert any("seed-1" in w and "top1_error is a string" in w for w in warnings)
+    (row,) = [l for l in rep.stdout.splitlines() if l.startswith("| cifar10")]
+    assert "| 0 (of 0,1) |" in row and "unreadable results.json: 1 of 2" in row
+
+
+def test_report_refuses_an_unknown_out_png_extension_before_writing(tmp_path):
+    root = str(tmp_path / "study")
+    _fake_run(root, "ours", 0, 0.07)
+    md = tmp_path / "out.md"
+    rep = run_cli("report.py", f"--root={root}", f"--out_md={md}", f"--out_png={tmp_path}/fig.xyz",
+                  timeout=120)
+    assert rep.returncode == 2 and rep.stderr.count("\n") == 1, rep.stderr[-2000:]
+    assert ".xyz is not a figure format" in rep.stderr and not md.exists()
+
+
+def test_report_prints_no_matplotlib_lines_with_an_unwritable_home(tmp_path):
+    root = str(tmp_path / "study")
+    _fake_run(root, "ours", 0, 0.07)
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    env = dict(os.environ, HOME=str(home), TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("MPLCONFIGDIR", None)
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "report.py"), f"--root={root}"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
