@@ -44,7 +44,8 @@ def load_runs(root, warn=None):
     warn = warn or (lambda msg: None)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in ("ckpt", "train", "eval"))
-        if "results.json" not in filenames and STATUS not in filenames:
+        if "results.json" not in filenames and STATUS not in filenames and not (
+                "config.json" in filenames and holder(dirpath)):  # a run that has not evaluated yet
             continue
         path = os.path.join(dirpath, "results.json")
         raw = read_json(path)
@@ -69,10 +70,12 @@ def load_runs(root, warn=None):
         train_steps = config.get("train_steps") or 0
         if (run.get("global_step") or 0) >= train_steps and results:
             run["status"] = "finished"
+        elif holder(dirpath):  # a live process trains it, whatever an earlier attempt left
+            run["status"] = "running"
         else:
             run["status"] = status.get("status") or "partial"
-            if run["status"] in ("finished", "running"):  # stale status file, unless still held
-                run["status"] = "running" if holder(dirpath) else "partial"
+            if run["status"] in ("finished", "running"):  # stale status file
+                run["status"] = "partial"
         run["last_lines"] = status.get("last_lines", [])
         run["diverged"] = read_json(os.path.join(dirpath, "diverged.json"))
         if problem:

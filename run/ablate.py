@@ -135,13 +135,18 @@ def run():
     states = study.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
                              retry_failed=FLAGS.retry_failed,
                              log=lambda m: print(m, flush=True))
-    failed = [d for d, s in states.items() if s != "finished"]
-    print(f"study: {len(states) - len(failed)} of {len(states)} runs finished; "
+    failed = [d for d, s in states.items() if s not in ("finished", "running")]
+    running = [d for d, s in states.items() if s == "running"]
+    print(f"study: {len(states) - len(failed) - len(running)} of {len(states)} runs finished"
+          f"{f', {len(running)} running in another process' if running else ''}; "
           f"report: python run/report.py --root={FLAGS.root}", flush=True)
     if failed:
         raise UserError(f"{len(failed)} run(s) did not finish (see train.log in "
                         f"{failed[0]}{' and others' if len(failed) > 1 else ''}); the report "
                         "lists them; --retry_failed re-runs them")
+    if running:
+        raise UserError(f"{len(running)} run(s) are being trained by another process (e.g. "
+                        f"{running[0]}); re-run this command once it ends to finish the study")
 
 
 def main(argv):

@@ -287,3 +287,79 @@ def test_report_prints_no_matplotlib_lines_with_an_unwritable_home(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "report.py"), f"--root={root}"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+
+
+# -- processes (issue 20, section 3) -----------------------------------------------------------
+
+_HOLDER = """import os, sys, time
+sys.path.insert(0, {root!r})
+from resnet_nobn import rundir
+model_dir = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir=")][0]
+with rundir.locked(model_dir):
+    open(os.path.join(model_dir, "child.pid"), "w").write(str(os.getpid()))
+    time.sleep(120)
+"""
+
+
+def _study_of_one(tmp_path):
+    """A one-run study whose 'training entry point' holds the run's lock for 120 s."""
+    cfg = tiny_config(tmp_path / "run", train_steps=2)
+    entry = tmp_path / "entry.py"
+    entry.write_text(_HOLDER.format(root=ROOT))
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_json()))
+    return cfg, str(entry)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_study_killed_with_sigkill_takes_its_training_child_with_it(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    cfg, entry = _study_of_one(tmp_path)
+    code = (f"import sys; sys.path.insert(0, {ROOT!r}); import json\n"
+            "from resnet_nobn import study; from resnet_nobn.config import TrainConfig\n"
+            f"cfg = TrainConfig.from_json(json.load(open({str(tmp_path / 'cfg.json')!r})))\n"
+            f"study.run_study([cfg], {entry!r}, [])\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    pid_file = os.path.join(cfg.model_dir, "child.pid")
+    deadline = time.time() + 60
+    while not os.path.exists(pid_file) and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)
+    child = int(open(pid_file).read())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while _alive(child) and time.time() < deadline:
+        time.sleep(0.1)
+    alive = _alive(child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive, "the training child outlived its SIGKILLed study"
+    assert study.run_state(cfg) in ("new", "partial")  # neither running nor failed: re-run resumes it
+
+
+def test_a_run_held_by_a_live_process_is_running_never_failed(tmp_path):
+    from resnet_nobn import rundir
+    cfg, entry = _study_of_one(tmp_path)
+    os.makedirs(cfg.model_dir)
+    json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
+    lines = []
+    with rundir.locked(cfg.model_dir):  # another study's run, training now
+        assert study.run_state(cfg) == "running"
+        states = study.run_study([cfg], entry, [], log=lines.append, timeout=30)
+        text, _, _ = report.report(str(tmp_path))
+    assert states == {cfg.model_dir: "running"}, lines
+    assert "running in another process (pid" in lines[-1]
+    status = study.run_state(cfg)
+    assert status == "partial" and not os.path.exists(os.path.join(cfg.model_dir, "child.pid"))
+    assert "running: 1 of 1" in text
