@@ -108,6 +108,10 @@ def build_study():
                         "positive finite ones")
     configs = study.make_grid(base, os.path.abspath(FLAGS.root), norms, inits, heads, blocks, seeds,
                               leakiness=leakiness, learning_rates=rates)
+    if not configs:  # make_grid drops the points that cannot exist: here, all of them
+        raise UserError(f"the grid has no run: init {','.join(inits)} runs without BN only and "
+                        f"the study's norm is {','.join(norms)}; add none to --vary_norm or "
+                        "another value to --vary_init")
     base_args = [FLAGS[name].serialize() for name in TRAIN_FLAGS
                  if FLAGS[name].present and name not in _FACTOR_FLAGS]
     return configs, base_args
@@ -120,6 +124,10 @@ def run():
             study.check_compatible(cfg)
         except ValueError as e:
             raise UserError(str(e)) from None
+    with cli.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
+        import tensorflow as tf
+        from tensorboard.plugins.hparams import api  # noqa: F401
+    tf.get_logger().setLevel("ERROR")
     try:
         study.write_hparams_config(FLAGS.root, configs)
     except OSError as e:

@@ -363,3 +363,23 @@ def test_a_run_held_by_a_live_process_is_running_never_failed(tmp_path):
     status = study.run_state(cfg)
     assert status == "partial" and not os.path.exists(os.path.join(cfg.model_dir, "child.pid"))
     assert "running: 1 of 1" in text
+
+
+def test_a_grid_of_no_run_is_refused_in_one_line(tmp_path):
+    root = tmp_path / "study"
+    proc = run_cli("ablate.py", f"--root={root}", "--vary_norm=batch", "--vary_init=fixup",
+                   "--train_steps=2", *TINY)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "the grid has no run: init fixup runs without BN only" in proc.stderr
+    assert not root.exists()
+
+
+def test_ablate_prints_no_tensorflow_start_up_lines(tmp_path):
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "ablate.py"),
+                           f"--root={tmp_path / 'study'}", "--print_commands", "--train_steps=2",
+                           *TINY], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+    assert proc.stdout.count("--model_dir=") == 1
