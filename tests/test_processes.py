@@ -1,5 +1,6 @@
-"""run/launch_local.py as a process (issue 20, section 3): a bound on --num_workers, and SIGTERM
-to the launcher forwarded to the workers, which save a checkpoint and stop."""
+"""The entry points as processes (issue 20, section 3): run/launch_local.py bounds --num_workers
+and forwards SIGTERM to the workers (which save a checkpoint and stop); an address-space limit
+too small for TensorFlow is one line."""
 import glob
 import os
 import signal
@@ -49,3 +50,17 @@ def test_sigterm_to_the_launcher_is_forwarded_as_a_preemption(tmp_path):
     assert "stopped by SIGTERM at step" in text, text[-3000:]
     assert proc.returncode == 128 + signal.SIGTERM, text[-3000:]
     assert [p for p in glob.glob(str(model_dir / "ckpt" / "ckpt-*.index")) if not p.endswith("-0.index")]
+
+
+def test_an_address_space_limit_too_small_for_tensorflow_is_one_line(tmp_path):
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2_000_000 * 1024, resource.RLIM_INFINITY))
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
+                           "--use_synthetic_data", "--train_steps=2",
+                           f"--model_dir={tmp_path / 'run'}"], preexec_fn=limit, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "ulimit -v" in proc.stderr and not (tmp_path / "run").exists()
