@@ -53,9 +53,10 @@ def load_runs(root, warn=None):
             "unreadable or not a JSON object" if os.path.exists(path) else None)
         results = None if problem else raw
         status = read_json(os.path.join(dirpath, STATUS)) or {}
-        config = next((c for c in ((raw or {}).get("config"),
-                                   read_json(os.path.join(dirpath, "config.json")))
-                       if is_run_config(c)), None)
+        candidates = [(raw or {}).get("config"), read_json(os.path.join(dirpath, "config.json"))]
+        if problem:  # the run's own config.json before what a malformed results.json says
+            candidates.reverse()
+        config = next((c for c in candidates if is_run_config(c)), None)
         if config is None:
             why = problem or ("its config.json has no `model` object with norm, init, head and "
                               "blocks_per_stage" if os.path.exists(
