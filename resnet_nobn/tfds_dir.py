@@ -96,7 +96,7 @@ def read_error(error, builder, name, split=None):
     elif isinstance(error, tf.errors.DataLossError):
         detail = re.search(r"(truncated record at \d+|corrupted record at \d+)", text)
         why = f"is damaged ({detail.group(1) if detail else 'data loss'})"
-    elif "Incompatible shapes" in text or "shape" in text.lower() or "decode" in text.lower():
+    elif "IteratorGetNext" in text and ("Incompatible shapes" in text or "decode" in text.lower()):
         detail = re.search(r"expected \[[^\]]*\] but got \[[^\]]*\]", text)
         why = f"holds images of another shape ({detail.group(0)})" if detail else \
             "holds records that do not decode as this dataset's images"
