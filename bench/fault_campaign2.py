@@ -170,7 +170,9 @@ def _poison(model_dir):
     reader = tf.train.load_checkpoint(prefix)
     names = sorted(reader.get_variable_to_dtype_map())
     tensors = [reader.get_tensor(n) for n in names]
-    kernel = next(i for i, n in enumerate(names) if "kernel" in n and tensors[i].size > 1)
+    kernel = next(i for i, n in enumerate(names)  # a trained weight (not an optimizer slot)
+                  if "_trainable_variables" in n and tensors[i].dtype.kind == "f"
+                  and tensors[i].size > 1)
     tensors[kernel] = tensors[kernel].copy()
     tensors[kernel].flat[0] = float("nan")
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
