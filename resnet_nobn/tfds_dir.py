@@ -85,7 +85,8 @@ def read_error(error, builder, name, split=None):
         what = m.group(0)
     elif split:
         what = os.path.join(where, f"{name}-{split}.tfrecord-*")
-        what = glob.glob(glob.escape(what[:-1]) + "*")[0] if len(glob.glob(glob.escape(what[:-1]) + "*")) == 1 else what
+        shards = glob.glob(glob.escape(what[:-1]) + "*")
+        what = shards[0] if len(shards) == 1 else what
     else:
         what = where
     label = re.search(r"label value of (-?\d+) which is outside the valid range of \[0, (\d+)\)", text)
