@@ -566,6 +566,10 @@ def main():
         print(f"| {section} | {name} | {expected} | {got} | {'yes' if ok else '**no**'} |", flush=True)
     if _STUDY.get("proc") and _STUDY["proc"].poll() is None:
         _STUDY["proc"].kill()
+        _STUDY["proc"].wait()
+    holder = _held(_STUDY["dir"]) if _STUDY.get("dir") else None
+    if holder and holder.split()[1].isdigit():  # a training child the study left running
+        os.kill(int(holder.split()[1]), signal.SIGKILL)
     print()
     for sec in ("1", "2", "3", "4"):
         mine = [ok for s, ok in results if s.startswith(sec)]
