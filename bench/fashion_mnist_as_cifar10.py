@@ -46,14 +46,27 @@ def split(source, prefix):
 
 def write(out, source=SOURCE):
     """Prepares `<out>/cifar10/3.0.2/` from the idx files in `source`; returns the tfds builder."""
+    return write_arrays(out, {"train": split(source, "train"), "test": split(source, "t10k")},
+                        LABELS)
+
+
+def write_arrays(out, data, label_names=LABELS, shape=(32, 32, 3), num_classes=None):
+    """Prepares `<out>/cifar10/3.0.2/` from `data` = {split: (images uint8 NHWC, labels)}; returns
+    the tfds builder. `shape` and `num_classes` (default: len(label_names)) are the features
+    recorded in dataset_info.json (tests write damaged directories with other ones)."""
     import tensorflow_datasets as tfds
     from tensorflow_datasets.image_classification import cifar
 
-    data = {"train": split(source, "train"), "test": split(source, "t10k")}
-
     class Cifar10(cifar.Cifar10, skip_registration=True):  # tfds name: "cifar10"
+        def _info(self):
+            return tfds.core.DatasetInfo(
+                builder=self, supervised_keys=("image", "label"),
+                features=tfds.features.FeaturesDict({
+                    "id": tfds.features.Text(), "image": tfds.features.Image(shape=tuple(shape)),
+                    "label": tfds.features.ClassLabel(names=list(label_names)) if num_classes is
+                    None else tfds.features.ClassLabel(num_classes=num_classes)}))
+
         def _split_generators(self, dl_manager):
-            self.info.features["label"].names = list(LABELS)
             return {name: self._generate(name, *arrays) for name, arrays in data.items()}
 
         def _generate(self, name, images, labels):

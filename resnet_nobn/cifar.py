@@ -16,6 +16,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from resnet_nobn import tfds_dir
 from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
 from resnet_nobn.errors import UserError, prepare_data_command
 from resnet_nobn.pipeline import batch_and_prefetch, num_batches, pipeline_part
@@ -83,14 +84,36 @@ def download_and_prepare(builder):
     return builder
 
 
-def load_split(builder, split):
-    """A whole tfds split as numpy arrays (images uint8 NHWC, labels int32)."""
+def load_split(builder, split, info: DatasetInfo = None):
+    """A whole tfds split as numpy arrays (images uint8 NHWC, labels int32).
+
+    With `info`, a file that cannot be read, an image of another shape or a label outside
+    0..num_classes-1 is a UserError naming the file (resnet_nobn/tfds_dir.py), before training.
+    """
     import tensorflow_datasets as tfds
     images, labels = [], []
-    for im, lab in tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True).batch(4096)):
-        images.append(im)
-        labels.append(lab)
-    return np.concatenate(images), np.concatenate(labels).astype(np.int32)
+    try:
+        for im, lab in tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True).batch(4096)):
+            images.append(im)
+            labels.append(lab)
+    except tf.errors.OpError as e:
+        error = tfds_dir.read_error(e, builder, builder.name, split) if info else None
+        if error is None:
+            raise
+        raise error from None
+    images, labels = np.concatenate(images), np.concatenate(labels).astype(np.int32)
+    if info is not None:
+        files = os.path.join(str(builder.data_dir), f"{builder.name}-{split}.tfrecord-*")
+        again = ("prepare the data again: "
+                 + tfds_dir.prepare_command(info.name, tfds_dir.data_dir_root(builder)))
+        if images.shape[1:] != (info.image_size, info.image_size, 3):
+            raise UserError(f"{files} holds {'x'.join(map(str, images.shape[1:]))} images, "
+                            f"{info.name} has {info.image_size}x{info.image_size}x3; {again}")
+        bad = labels[(labels < 0) | (labels >= info.num_classes)]
+        if bad.size:
+            raise UserError(f"{files} holds label {bad[0]}, outside 0..{info.num_classes - 1} of "
+                            f"{info.name}; {again}")
+    return images, labels
 
 
 def standardize(image):
@@ -157,7 +180,12 @@ class InMemoryInput:
 
 
 def make_input(cfg: TrainConfig):
-    """The CIFAR input of `cfg`, both splits read into memory (UserError if unavailable)."""
+    """The CIFAR input of `cfg`, both splits read into memory and checked (image shape, number
+    of classes, every file readable, every label in range) before training: UserError if
+    unavailable or damaged (resnet_nobn/tfds_dir.py)."""
+    info = DATASETS[cfg.dataset]
     builder = prepare_tfds_builder(cfg.dataset, cfg.data_dir)
-    return InMemoryInput(DATASETS[cfg.dataset], load_split(builder, "train"),
-                         load_split(builder, "test"), cfg.seed, cfg.crop_padding)
+    tfds_dir.check_prepared(builder, cfg.dataset, (info.image_size, info.image_size, 3),
+                            info.num_classes, ("train", "test"))
+    return InMemoryInput(info, load_split(builder, "train", info), load_split(builder, "test", info),
+                         cfg.seed, cfg.crop_padding)

@@ -8,7 +8,7 @@ and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding 
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn import cifar, imagenet
+from resnet_nobn import cifar, imagenet, tfds_dir
 from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
 
 INPUTS = {**{name: cifar.make_input for name in cifar.NAMES}, imagenet.NAME: imagenet.make_input}
@@ -48,3 +48,10 @@ def make_input(cfg: TrainConfig):
     if cfg.use_synthetic_data:
         return SyntheticInput(DATASETS[cfg.dataset], cfg.seed)
     return INPUTS[cfg.dataset](cfg)
+
+
+def read_error(error, inp):
+    """The one-line UserError for `error` if it was raised reading the damaged files of input
+    `inp` while training (ImageNet is read as it trains; CIFAR is checked when loaded), else None."""
+    builder = getattr(inp, "builder", None)
+    return tfds_dir.read_error(error, builder, builder.name) if builder is not None else None

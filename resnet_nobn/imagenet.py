@@ -36,6 +36,7 @@ import os
 
 import tensorflow as tf
 
+from resnet_nobn import tfds_dir
 from resnet_nobn.config import DATASETS
 from resnet_nobn.errors import UserError, prepare_data_command
 from resnet_nobn.pipeline import batch_and_prefetch, num_batches, pipeline_part
@@ -77,6 +78,8 @@ def prepare_builder(data_dir, manual=None):
         raise UserError(f"--data_dir={data_dir} does not exist")
     builder = tfds.builder(NAME, data_dir=data_dir)
     if builder.is_prepared():
+        tfds_dir.check_prepared(builder, NAME, (None, None, 3), INFO.num_classes,
+                                ("train", "validation"))
         return builder
     command = prepare_data_command(NAME, data_root(data_dir)) + (f" --manual_dir={manual}"
                                                                  if manual else "")

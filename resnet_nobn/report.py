@@ -5,14 +5,16 @@ test error against steps.
 It reads only the JSON files of the run directories (resnet_nobn/study.py) and needs no
 TensorFlow, so it works while a study is still running, on any machine.
 """
+import contextlib
 import json
+import logging
 import os
 
 import numpy as np
 
 from resnet_nobn import recipes
 from resnet_nobn.console import hms
-from resnet_nobn.rundir import atomic_write_text, read_json
+from resnet_nobn.rundir import atomic_write_text, holder, read_json
 from resnet_nobn.study import STATUS, blocks_text
 
 # Config fields that do not distinguish one configuration from another in the report.
@@ -31,42 +33,98 @@ PAPER_TABLE2 = {
 }
 
 
-def load_runs(root):
-    """Every run under root: its results.json (if any) with 'run_dir' and 'status' added."""
+def load_runs(root, warn=None):
+    """Every run under root: its results.json (if any) with 'run_dir' and 'status' added.
+
+    A results.json that is not a run's (another schema, a string where a number belongs) marks
+    its run "unreadable results.json"; a directory whose configuration is not a run's (an
+    unrelated config.json) is skipped. Each is said in one line to `warn`, if given.
+    """
     runs = []
+    warn = warn or (lambda msg: None)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in ("ckpt", "train", "eval"))
-        if "results.json" not in filenames and STATUS not in filenames:
+        if "results.json" not in filenames and STATUS not in filenames and not (
+                "config.json" in filenames and holder(dirpath)):  # a run that has not evaluated yet
             continue
-        results = _checked_results(read_json(os.path.join(dirpath, "results.json")))
+        path = os.path.join(dirpath, "results.json")
+        raw = read_json(path)
+        problem = results_problem(raw) if raw is not None else (
+            "unreadable or not a JSON object" if os.path.exists(path) else None)
+        results = None if problem else raw
         status = read_json(os.path.join(dirpath, STATUS)) or {}
-        config = (results or {}).get("config") or read_json(os.path.join(dirpath, "config.json"))
+        candidates = [(raw or {}).get("config"), read_json(os.path.join(dirpath, "config.json"))]
+        if problem:  # the run's own config.json before what a malformed results.json says
+            candidates.reverse()
+        config = next((c for c in candidates if is_run_config(c)), None)
         if config is None:
+            why = problem or ("its config.json has no `model` object with norm, init, head and "
+                              "blocks_per_stage" if os.path.exists(
+                                  os.path.join(dirpath, "config.json")) else None)
+            if why:
+                warn(f"warning: {dirpath}: not a run of this project ({why}); skipped")
             continue
+        if problem:
+            warn(f"warning: {path}: {problem}; the run is listed as unreadable")
         run = dict(results or {"history": [], "global_step": 0})
         run.update(run_dir=dirpath, config=config)
         train_steps = config.get("train_steps") or 0
         if (run.get("global_step") or 0) >= train_steps and results:
             run["status"] = "finished"
+        elif holder(dirpath):  # a live process trains it, whatever an earlier attempt left
+            run["status"] = "running"
         else:
             run["status"] = status.get("status") or "partial"
             if run["status"] in ("finished", "running"):  # stale status file
                 run["status"] = "partial"
         run["last_lines"] = status.get("last_lines", [])
         run["diverged"] = read_json(os.path.join(dirpath, "diverged.json"))
-        if results is None and os.path.exists(os.path.join(dirpath, "results.json")):
+        if problem:
             run["status"] = "unreadable results.json"
         runs.append(run)
     return runs
 
 
-def _checked_results(results):
-    """`results` if its history is a list of rows that each have a step, else None (unreadable)."""
-    history = (results or {}).get("history", [])
-    if results is None or not isinstance(history, list) or not all(
-            isinstance(h, dict) and isinstance(h.get("step"), int) for h in history):
-        return None
-    return results
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _kind(v):
+    return {str: "a string", list: "a list", dict: "an object", bool: "a boolean"}.get(
+        type(v), type(v).__name__)
+
+
+def is_run_config(config):
+    """Whether `config` (a config.json object) is a run's: what the report reads from it is there."""
+    m = config.get("model") if isinstance(config, dict) else None
+    return (isinstance(m, dict) and isinstance(config.get("dataset"), str)
+            and all(isinstance(m.get(k), str) for k in ("norm", "init", "head"))
+            and isinstance(m.get("blocks_per_stage"), list)
+            and all(isinstance(b, int) for b in m["blocks_per_stage"]))
+
+
+def results_problem(results):
+    """Why `results` (a results.json object) is not a run's results, or None if it is."""
+    step = results.get("global_step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return (f"global_step is {_kind(step)}, not an integer" if step is not None else
+                "no global_step: not a run's results.json")
+    for k in ("top1_error", "top5_error", "wall_time_s", "images_per_sec"):
+        if results.get(k) is not None and not _number(results[k]):
+            return f"{k} is {_kind(results[k])}, not a number"
+    history = results.get("history", [])
+    if not isinstance(history, list):
+        return f"history is {_kind(history)}, not a list"
+    for h in history:
+        if not isinstance(h, dict) or not isinstance(h.get("step"), int):
+            return "a history row without an integer step"
+        for k in ("top1_error", "top5_error", "eval_loss"):
+            if h.get(k) is not None and not _number(h[k]):
+                return f"history step {h['step']}: {k} is {_kind(h[k])}, not a number"
+    config = results.get("config")
+    if config is not None and not is_run_config(config):
+        return "its config is not a run's configuration"
+    return None
 
 
 def config_key(config):
@@ -217,9 +275,10 @@ def markdown_table(rows):
 def plot_curves(rows, path):
     """PNG of test top-1 error against steps, one line per configuration (mean over seeds, band =
     min..max), one panel per dataset."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with quiet_matplotlib():
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
     datasets = sorted({(r["dataset"], r["synthetic"]) for r in rows})
     fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(6.5 * max(len(datasets), 1), 4.5),
                              squeeze=False)
@@ -244,7 +303,8 @@ def plot_curves(rows, path):
         ax.set_xlabel("training step")
         ax.set_ylabel("top-1 error (%)" + (" on the fixed batch" if syn else " on the test split"))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # no curve yet: no legend (nor matplotlib's warning)
+            ax.legend(fontsize=7)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -252,15 +312,45 @@ def plot_curves(rows, path):
     return path
 
 
-def report(root, md_path=None, png_path=None):
-    """Reads ROOT, writes the Markdown table and the PNG; returns (table text, .md path, .png path)."""
-    runs = load_runs(root)
+def figure_formats():
+    """The file extensions matplotlib can write a figure as (png, pdf, svg, ...)."""
+    with quiet_matplotlib():
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    return sorted(FigureCanvasAgg(Figure()).get_supported_filetypes())
+
+
+@contextlib.contextmanager
+def quiet_matplotlib():
+    """Importing matplotlib inside prints nothing: its cache-directory and font-cache notices
+    (an unwritable HOME) are logged at WARNING; the project prints its own lines only."""
+    logger = logging.getLogger("matplotlib")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def report(root, md_path=None, png_path=None, warn=None):
+    """Reads ROOT, writes the Markdown table and the PNG; returns (table text, .md path, .png path).
+
+    ValueError (nothing written) if `png_path` has an extension matplotlib cannot write; `warn`
+    gets one line per results.json or configuration that is not a run's (load_runs).
+    """
+    png_path = png_path or os.path.join(root, "report.png")
+    ext = os.path.splitext(png_path)[1].lstrip(".").lower()
+    formats = figure_formats()
+    if ext not in formats:
+        raise ValueError(f"--out_png={png_path}: {f'.{ext} is not a figure format' if ext else 'no extension'}"
+                         f"; use one of .{', .'.join(formats)} (e.g. report.png)")
+    runs = load_runs(root, warn)
     if not runs:
         raise FileNotFoundError(f"no runs (results.json / study_status.json) under {root}")
     rows = summarize(runs)
     text = markdown_table(rows)
     md_path = md_path or os.path.join(root, "report.md")
-    png_path = png_path or os.path.join(root, "report.png")
     png_link = os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))
     atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n"
                       f"![test error against steps]({png_link})\n")

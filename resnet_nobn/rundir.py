@@ -70,6 +70,24 @@ def locked(model_dir):
         os.close(fd)  # releases the flock
 
 
+def holder(model_dir):
+    """Who holds `model_dir/.lock` ('pid N on host H since ...') while a live process runs in it,
+    else None (the flock ends with its process, however it ends)."""
+    try:
+        fd = os.open(os.path.join(model_dir, LOCK), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def atomic_write_text(path, text):
     """Writes `path` whole or not at all: a reader never sees half a file."""
     tmp = f"{path}.tmp{os.getpid()}"
@@ -102,9 +120,9 @@ def check_model_dir(cfg):
     if not os.path.exists(path):
         return None, {}
     old = read_json(path)
-    if old is None:
-        raise UserError(f"{path} is unreadable or not a JSON object; move it away or use a new "
-                        "--model_dir")
+    if old is None or not isinstance(old.get("model"), dict):
+        raise UserError(f"{path} is unreadable, not a JSON object or without a `model` object (not "
+                        "a run's config.json); move it away or use a new --model_dir")
     new = cfg.to_json()
     diffs = config_diffs(old, new, fields=("dataset",))
     if diffs:

@@ -22,16 +22,19 @@ a crash or a global Keras setting of one run cannot affect the next.
 
 The table and the plot of a study are resnet_nobn/report.py's, which needs no TensorFlow.
 """
+import ctypes
+import ctypes.util
 import dataclasses
 import itertools
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
 
 from resnet_nobn.config import SCIENTIFIC_FIELDS, TrainConfig, config_diffs, resolve_init
-from resnet_nobn.rundir import atomic_write_json, read_json
+from resnet_nobn.rundir import atomic_write_json, holder, read_json
 
 STATUS = "study_status.json"  # in each run's directory: running | finished | failed | timeout
 
@@ -120,9 +123,13 @@ def command(cfg, entry, base_args, python=None):
 
 def check_compatible(cfg):
     """Raises ValueError if cfg.model_dir holds a run with other hyperparameters than `cfg`."""
-    old = read_json(os.path.join(cfg.model_dir, "config.json"))
-    if old is None:
+    path = os.path.join(cfg.model_dir, "config.json")
+    old = read_json(path)
+    if old is None and not os.path.exists(path):
         return
+    if old is None or not isinstance(old.get("model"), dict):
+        raise ValueError(f"{path} is unreadable, not a JSON object or without a `model` object "
+                         "(not a run's config.json); move it away or use another --root")
     diffs = config_diffs(old, cfg.to_json(), fields=SCIENTIFIC_FIELDS)
     if diffs:
         raise ValueError(f"{cfg.model_dir} holds a run with other settings ({'; '.join(diffs)}); "
@@ -130,10 +137,14 @@ def check_compatible(cfg):
 
 
 def run_state(cfg):
-    """'finished', 'failed' (the last attempt exited with an error), 'partial' or 'new'."""
-    results = read_json(os.path.join(cfg.model_dir, "results.json"))
-    if results and (results.get("global_step") or 0) >= cfg.train_steps:
+    """'finished', 'running' (a live process holds the run: another study, or a run left by a
+    study that was killed), 'failed' (the last attempt exited with an error), 'partial' or 'new'."""
+    results = read_json(os.path.join(cfg.model_dir, "results.json")) or {}
+    step = results.get("global_step")
+    if isinstance(step, int) and step >= cfg.train_steps:
         return "finished"
+    if holder(cfg.model_dir):
+        return "running"
     status = read_json(os.path.join(cfg.model_dir, STATUS)) or {}
     if status.get("status") in ("failed", "timeout"):
         return "failed"
@@ -193,8 +204,8 @@ def write_hparams_config(root, configs):
         if old:
             try:
                 configs.append(TrainConfig.from_json(old))
-            except (TypeError, ValueError):
-                pass  # a config.json of another version: its values are simply not in the domain
+            except (TypeError, ValueError, KeyError, AttributeError):
+                pass  # a config.json of another version or program: its values are not in the domain
     values = {}
     for cfg in configs:
         for k, v in hparams_of(cfg).items():
@@ -237,6 +248,10 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, log=p
     for i, cfg in enumerate(configs):
         tag = f"[{i + 1}/{len(configs)}] {cfg.model_dir}"
         state = run_state(cfg)
+        if state == "running":
+            log(f"{tag}: running in another process ({holder(cfg.model_dir)}), skipped")
+            states[cfg.model_dir] = state
+            continue
         if state == "finished" or (state == "failed" and not retry_failed):
             log(f"{tag}: {state}, skipped" + ("" if state == "finished" else
                                               " (--retry_failed re-runs it)"))
@@ -253,9 +268,13 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, log=p
             out.flush()
             try:
                 rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    timeout=timeout).returncode
+                                    timeout=timeout, preexec_fn=die_with_parent()).returncode
             except subprocess.TimeoutExpired:
                 rc = None
+        if rc != 0 and holder(cfg.model_dir):  # another process took the run first: not a failure
+            log(f"{tag}: running in another process ({holder(cfg.model_dir)}), skipped")
+            states[cfg.model_dir] = "running"
+            continue
         if rc == 0 and run_state(cfg) == "finished":
             state = "finished"
         elif rc == 130:
@@ -278,5 +297,23 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, log=p
     return states
 
 
+def die_with_parent(sig=signal.SIGKILL):
+    """A preexec_fn that makes the child get `sig` when this process dies, however it dies (Linux
+    prctl(PR_SET_PDEATHSIG)), so a study killed with SIGKILL leaves no run training on; None
+    where there is no prctl (the child is then left to finish its run)."""
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the call
+            os._exit(1)
+    return preexec
+
+
 def _pct(x):
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return f"{100 * x:.2f}%" if ok else "n/a"

@@ -329,6 +329,9 @@ def train(cfg: TrainConfig, strategy=None):
         if "No space left" in str(e) or "Read-only file system" in str(e):
             raise UserError(f"cannot write the run in --model_dir={cfg.model_dir}: "
                             f"{str(e).splitlines()[0][:200]}") from None
+        damaged = data.read_error(e, trainer.input) if trainer is not None else None
+        if damaged is not None:  # a shard of a tfds directory read while training
+            raise damaged from None
         # a collective failed: a peer worker died or is unreachable
         if (trainer is None or not cluster.is_multi_worker(trainer.strategy)
                 or type(e).__name__ not in cluster.PEER_ERRORS):

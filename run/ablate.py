@@ -108,6 +108,10 @@ def build_study():
                         "positive finite ones")
     configs = study.make_grid(base, os.path.abspath(FLAGS.root), norms, inits, heads, blocks, seeds,
                               leakiness=leakiness, learning_rates=rates)
+    if not configs:  # make_grid drops the points that cannot exist: here, all of them
+        raise UserError(f"the grid has no run: init {','.join(inits)} runs without BN only and "
+                        f"the study's norm is {','.join(norms)}; add none to --vary_norm or "
+                        "another value to --vary_init")
     base_args = [FLAGS[name].serialize() for name in TRAIN_FLAGS
                  if FLAGS[name].present and name not in _FACTOR_FLAGS]
     return configs, base_args
@@ -120,6 +124,10 @@ def run():
             study.check_compatible(cfg)
         except ValueError as e:
             raise UserError(str(e)) from None
+    with cli.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
+        import tensorflow as tf
+        from tensorboard.plugins.hparams import api  # noqa: F401
+    tf.get_logger().setLevel("ERROR")
     try:
         study.write_hparams_config(FLAGS.root, configs)
     except OSError as e:
@@ -135,13 +143,18 @@ def run():
     states = study.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
                              retry_failed=FLAGS.retry_failed,
                              log=lambda m: print(m, flush=True))
-    failed = [d for d, s in states.items() if s != "finished"]
-    print(f"study: {len(states) - len(failed)} of {len(states)} runs finished; "
+    failed = [d for d, s in states.items() if s not in ("finished", "running")]
+    running = [d for d, s in states.items() if s == "running"]
+    print(f"study: {len(states) - len(failed) - len(running)} of {len(states)} runs finished"
+          f"{f', {len(running)} running in another process' if running else ''}; "
           f"report: python run/report.py --root={FLAGS.root}", flush=True)
     if failed:
         raise UserError(f"{len(failed)} run(s) did not finish (see train.log in "
                         f"{failed[0]}{' and others' if len(failed) > 1 else ''}); the report "
                         "lists them; --retry_failed re-runs them")
+    if running:
+        raise UserError(f"{len(running)} run(s) are being trained by another process (e.g. "
+                        f"{running[0]}); re-run this command once it ends to finish the study")
 
 
 def main(argv):

@@ -24,6 +24,17 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKERS_PER_CPU = 4     # each worker is a whole TensorFlow process: more only thrash the machine
+TERM_GRACE = 300.0      # seconds the workers get to save their preemption checkpoint on SIGTERM
+
+
+class Terminated(Exception):
+    """The launcher got SIGTERM (a scheduler's preemption notice)."""
+
+
+def max_workers():
+    """How many workers one machine may start: WORKERS_PER_CPU per CPU, at least 8."""
+    return max(8, WORKERS_PER_CPU * (os.cpu_count() or 1))
 
 
 def free_ports(n):
@@ -113,26 +124,34 @@ def main(argv=None):
     if not command:
         parser.error("give the training command after --, e.g. -- run/imagenet_train.py "
                      "--use_synthetic_data")
-    if args.num_workers < 1:
-        parser.error("--num_workers must be at least 1")
+    if not 1 <= args.num_workers <= max_workers():
+        print(f"error: --num_workers={args.num_workers}: give 1 to {max_workers()} on this machine "
+              f"({WORKERS_PER_CPU} per CPU, each worker is a whole TensorFlow process); a real "
+              "cluster runs one worker per machine (docs/imagenet_and_multiworker.md)",
+              file=sys.stderr, flush=True)
+        return 2
+
+    def on_sigterm(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the workers are being stopped
+        raise Terminated
+    signal.signal(signal.SIGTERM, on_sigterm)
 
     ports = free_ports(args.num_workers)
     ncpu = os.cpu_count() or 1
     print(f"[launch] {args.num_workers} workers on 127.0.0.1 ports {ports}; worker 0 is the chief",
           flush=True)
     procs, pumps = [], []
-    for i in range(args.num_workers):
-        p = start_worker(command, ports, i, args.threads_per_worker or None,
-                         {i % ncpu} if args.pin_cpus else None,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        procs.append(p)
-        t = threading.Thread(target=_pump, args=(p.stdout, f"[worker {i}]"), daemon=True)
-        t.start()
-        pumps.append(t)
-
     status = 0
     t0 = time.time()
     try:
+        for i in range(args.num_workers):
+            p = start_worker(command, ports, i, args.threads_per_worker or None,
+                             {i % ncpu} if args.pin_cpus else None,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            procs.append(p)
+            t = threading.Thread(target=_pump, args=(p.stdout, f"[worker {i}]"), daemon=True)
+            t.start()
+            pumps.append(t)
         while any(p.poll() is None for p in procs):
             failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode not in (None, 0)]
             if failed:
@@ -148,6 +167,11 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("[launch] interrupted; stopping the workers", flush=True)
         status = 130
+    except Terminated:  # forwarded: every worker saves a checkpoint at a common step and stops
+        print("[launch] SIGTERM: forwarded to the workers, which save a checkpoint and stop",
+              flush=True)
+        status = 128 + signal.SIGTERM
+        stop(procs, grace=TERM_GRACE)
     stop(procs)
     for t in pumps:
         t.join(timeout=5)

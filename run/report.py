@@ -31,8 +31,9 @@ def main(argv):
         print(f"error: --root={FLAGS.root} is not a directory", file=sys.stderr)
         sys.exit(2)
     try:
-        text, md, png = report.report(FLAGS.root, FLAGS.out_md, FLAGS.out_png)
-    except FileNotFoundError as e:
+        text, md, png = report.report(FLAGS.root, FLAGS.out_md, FLAGS.out_png,
+                                      warn=lambda line: print(line, file=sys.stderr, flush=True))
+    except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print(text)

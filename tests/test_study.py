@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import run_cli, tiny_config
+from helpers import ROOT, run_cli, tiny_config
 from resnet_nobn import report, study
 
 TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
@@ -212,3 +212,174 @@ def test_ablate_root_that_is_a_file_is_one_line(tmp_path):
     proc = run_cli("ablate.py", f"--root={a_file}", *TINY, "--train_steps=2")
     assert proc.returncode == 2 and "is a file" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and a_file.read_text() == "x"
+
+
+# -- hand-edited files (issue 20, section 2): one line each, nothing half-written ---------------
+
+
+def test_config_json_whose_model_is_not_an_object_is_one_line(tmp_path):
+    from resnet_nobn import train
+    from resnet_nobn.errors import UserError
+    cfg = tiny_config(tmp_path / "run", train_steps=2)
+    os.makedirs(cfg.model_dir)
+    path = os.path.join(cfg.model_dir, "config.json")
+    json.dump(dict(cfg.to_json(), model=5), open(path, "w"))
+    with pytest.raises(UserError, match="without a `model` object"):
+        train.train(cfg)
+    with pytest.raises(ValueError, match="without a `model` object"):
+        study.check_compatible(cfg)
+    assert json.load(open(path))["model"] == 5 and sorted(os.listdir(cfg.model_dir)) == ["config.json"]
+
+
+def test_ablate_ignores_an_unrelated_config_json_under_its_root(tmp_path):
+    root = tmp_path / "study"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "config.json").write_text('{"name": "my other program"}')
+    proc = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2", *TINY)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "--model_dir=" in proc.stdout
+
+
+def test_report_says_each_foreign_or_malformed_file_in_one_line(tmp_path):
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.08)
+    os.makedirs(os.path.join(root, "other"))
+    json.dump({"name": "unrelated"}, open(os.path.join(root, "other", "config.json"), "w"))
+    json.dump({}, open(os.path.join(root, "other", study.STATUS), "w"))
+    os.makedirs(os.path.join(root, "schema"))
+    json.dump({"accuracy": 0.9, "epochs": 3}, open(os.path.join(root, "schema", "results.json"), "w"))
+    path = os.path.join(root, "ours", "seed-1", "results.json")
+    results = json.load(open(path))
+    results["top1_error"] = "0.08"  # a string where a number belongs
+    json.dump(results, open(path, "w"))
+    rep = run_cli("report.py", f"--root={root}", timeout=120)
+    assert rep.returncode == 0 and "Traceback" not in rep.stderr, rep.stderr[-2000:]
+    warnings = rep.stderr.strip().splitlines()
+    assert len(warnings) == 3, warnings
+    assert any("other" in w and "skipped" in w for w in warnings)
+    assert any("schema" in w and "skipped" in w for w in warnings)
+    assert any("seed-1" in w and "top1_error is a string" in w for w in warnings)
+    (row,) = [l for l in rep.stdout.splitlines() if l.startswith("| cifar10")]
+    assert "| 0 (of 0,1) |" in row and "unreadable results.json: 1 of 2" in row
+
+
+def test_report_refuses_an_unknown_out_png_extension_before_writing(tmp_path):
+    root = str(tmp_path / "study")
+    _fake_run(root, "ours", 0, 0.07)
+    md = tmp_path / "out.md"
+    rep = run_cli("report.py", f"--root={root}", f"--out_md={md}", f"--out_png={tmp_path}/fig.xyz",
+                  timeout=120)
+    assert rep.returncode == 2 and rep.stderr.count("\n") == 1, rep.stderr[-2000:]
+    assert ".xyz is not a figure format" in rep.stderr and not md.exists()
+
+
+def test_report_prints_no_matplotlib_lines_with_an_unwritable_home(tmp_path):
+    root = str(tmp_path / "study")
+    _fake_run(root, "ours", 0, 0.07)
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    env = dict(os.environ, HOME=str(home), TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("MPLCONFIGDIR", None)
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "report.py"), f"--root={root}"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+
+
+# -- processes (issue 20, section 3) -----------------------------------------------------------
+
+_HOLDER = """import os, sys, time
+sys.path.insert(0, {root!r})
+from resnet_nobn import rundir
+model_dir = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir=")][0]
+with rundir.locked(model_dir):
+    open(os.path.join(model_dir, "child.pid"), "w").write(str(os.getpid()))
+    time.sleep(120)
+"""
+
+
+def _study_of_one(tmp_path):
+    """A one-run study whose 'training entry point' holds the run's lock for 120 s."""
+    cfg = tiny_config(tmp_path / "run", train_steps=2)
+    entry = tmp_path / "entry.py"
+    entry.write_text(_HOLDER.format(root=ROOT))
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_json()))
+    return cfg, str(entry)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_study_killed_with_sigkill_takes_its_training_child_with_it(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    cfg, entry = _study_of_one(tmp_path)
+    code = (f"import sys; sys.path.insert(0, {ROOT!r}); import json\n"
+            "from resnet_nobn import study; from resnet_nobn.config import TrainConfig\n"
+            f"cfg = TrainConfig.from_json(json.load(open({str(tmp_path / 'cfg.json')!r})))\n"
+            f"study.run_study([cfg], {entry!r}, [])\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    pid_file = os.path.join(cfg.model_dir, "child.pid")
+    deadline = time.time() + 60
+    while not os.path.exists(pid_file) and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)
+    child = int(open(pid_file).read())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while _alive(child) and time.time() < deadline:
+        time.sleep(0.1)
+    alive = _alive(child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive, "the training child outlived its SIGKILLed study"
+    assert study.run_state(cfg) in ("new", "partial")  # neither running nor failed: re-run resumes it
+
+
+def test_a_run_held_by_a_live_process_is_running_never_failed(tmp_path):
+    from resnet_nobn import rundir
+    cfg, entry = _study_of_one(tmp_path)
+    os.makedirs(cfg.model_dir)
+    json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
+    lines = []
+    with rundir.locked(cfg.model_dir):  # another study's run, training now
+        assert study.run_state(cfg) == "running"
+        states = study.run_study([cfg], entry, [], log=lines.append, timeout=30)
+        text, _, _ = report.report(str(tmp_path))
+    assert states == {cfg.model_dir: "running"}, lines
+    assert "running in another process (pid" in lines[-1]
+    status = study.run_state(cfg)
+    assert status == "partial" and not os.path.exists(os.path.join(cfg.model_dir, "child.pid"))
+    assert "running: 1 of 1" in text
+
+
+def test_a_grid_of_no_run_is_refused_in_one_line(tmp_path):
+    root = tmp_path / "study"
+    proc = run_cli("ablate.py", f"--root={root}", "--vary_norm=batch", "--vary_init=fixup",
+                   "--train_steps=2", *TINY)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "the grid has no run: init fixup runs without BN only" in proc.stderr
+    assert not root.exists()
+
+
+def test_ablate_prints_no_tensorflow_start_up_lines(tmp_path):
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "ablate.py"),
+                           f"--root={tmp_path / 'study'}", "--print_commands", "--train_steps=2",
+                           *TINY], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+    assert proc.stdout.count("--model_dir=") == 1
