@@ -125,6 +125,9 @@ def check_model_dir(cfg):
                         "a run's config.json); move it away or use a new --model_dir")
     new = cfg.to_json()
     diffs = config_diffs(old, new, fields=("dataset",))
+    if all(c["model"].get("head_seed") == c.get("seed") for c in (old, new)):
+        # the head's seed follows --seed in both: a changed --seed is named (refused) below
+        diffs = [d for d in diffs if not d.startswith("head_seed:")]
     if diffs:
         raise UserError(f"--model_dir={cfg.model_dir} holds a run of a different architecture "
                         f"({'; '.join(diffs)}); use a new --model_dir or the flags of that run")

@@ -174,7 +174,8 @@ class Trainer:
     def _evaluate_and_record(self, history, writers, wall_time, images_per_sec):
         """Evaluates at the current step, appends to `history`, writes summaries and results."""
         step, ev = self.step, self.evaluate()
-        history.append(dict(step=step, **ev))
+        # the replicas it ran on: --eval_only may evaluate a run on another count than it trained on
+        history.append(dict(step=step, num_replicas=self.strategy.num_replicas_in_sync, **ev))
         log(f"eval  step {step}  top1_error {ev['top1_error']:.4f}  "
             f"top5_error {ev['top5_error']:.4f}  ({ev['eval_examples']} images)", self.chief)
         if writers:

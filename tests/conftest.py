@@ -13,15 +13,3 @@ _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 
-
-import pytest  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _no_reachability_request(monkeypatch):
-    """In-process runs never download (tfds.testing.mock_data, whose download_and_prepare is a
-    no-op, or synthetic data): the one request resnet_nobn/cifar.py sends before a real download,
-    to answer an offline machine in seconds, is not sent. tests/test_prepare_data.py runs it in
-    subprocesses, against a port that refuses connections."""
-    import requests
-    monkeypatch.setattr(requests, "head", lambda *args, **kwargs: None)

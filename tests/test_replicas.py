@@ -91,7 +91,7 @@ def test_eval_only_on_another_replica_count_gives_the_runs_own_evaluation(bn_run
     trained, own, other = ((two, r2, "one_device") if direction.startswith("2")
                            else (one, r1, "mirrored"))
     again = evaluate_only(trained.cfg.model_dir, other, **BN)
-    assert again["num_replicas"] == (1 if other == "one_device" else 2)
+    assert again["history"][-1]["num_replicas"] == (1 if other == "one_device" else 2)
     for key in ("top1_error", "top5_error", "eval_loss", "eval_examples"):
         assert again["history"][-1][key] == pytest.approx(own["history"][-1][key], rel=1e-6), key
 

@@ -201,7 +201,7 @@ def test_model_dir_with_glob_characters_is_refused_before_anything_is_written(tm
 REFUSED_ON_RESUME = dict(dataset="cifar100", use_synthetic_data=False, crop_padding=4, batch_size=16,
                          learning_rate=0.02, lr_boundaries=(5,), lr_decay_factor=0.5,
                          lr_decay_every=3, warmup_steps=2, momentum=0.5, weight_decay=0.0,
-                         clip_norm=1.0, seed=1, mixed_precision="float16")
+                         clip_norm=1.0, max_branch_norm=0.5, seed=1, mixed_precision="float16")
 ALLOWED_ON_RESUME = dict(train_steps=9, data_dir="/elsewhere", model_dir="moved", eval_every=2,
                          eval_steps=1, checkpoint_every=2, log_every=2, steps_per_loop=1,
                          strategy="mirrored", xla=True)
