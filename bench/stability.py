@@ -214,17 +214,22 @@ def figure(args, path, blocks=9):
                 axes[2].plot(steps, [max(v[i][1] for v in ratio) for i in range(len(steps))], **kw)
     titles = ("training loss", "largest ||branch(h)|| / ||h|| over the blocks",
               "largest ||update|| / ||W|| over the stages")
+    _label_axes(axes, titles)
+    fig.suptitle(f"Fashion-MNIST as CIFAR-10, {blocks} blocks per stage, widths {args.widths}, "
+                 f"batch {args.batch_size}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"written: {path}")
+
+
+def _label_axes(axes, titles):
+    """Each panel's title, a step x axis and a log y axis; the legend on the first."""
     for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"Fashion-MNIST as CIFAR-10, {blocks} blocks per stage, widths {args.widths}, "
-                 f"batch {args.batch_size}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"written: {path}")
 
 
 def figure_long(args, path):
@@ -254,12 +259,7 @@ def figure_long(args, path):
                 ax.plot(steps, [max(v[j][1] for v in series) for j in range(len(steps))], **kw)
     titles = ("training loss", "largest |scale| ||C2||_2 ||C1||_2 over the blocks",
               "largest ||branch(h)|| / ||h|| over the blocks")
-    for ax, title in zip(axes, titles):
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("step")
-        ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    _label_axes(axes, titles)
     fig.suptitle(f"Fashion-MNIST as CIFAR-10, {args.blocks} blocks per stage, widths "
                  f"{args.widths}, batch {args.batch_size}"
                  + (", rate /10 at 50% and 83%" if args.schedule else ", constant rate"),

@@ -32,7 +32,7 @@ import shutil
 import tempfile
 
 from resnet_nobn import rundir
-from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig, config_diffs, options
+from resnet_nobn.config import ModelConfig, TrainConfig, config_diffs, options
 from resnet_nobn.errors import UserError
 
 SAVED_MODEL, KERAS, CARD, LABELS, META = (
@@ -254,7 +254,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     import tensorflow as tf
 
     from resnet_nobn import report
-    info, m, recipe = DATASETS[cfg.dataset], cfg.model, _recipe(cfg)
+    m, recipe = cfg.model, _recipe(cfg)
     cifar = cfg.dataset in CIFAR
     script = "run/cifar_train.py" if cifar else "run/imagenet_train.py"
     paper_shape = all(getattr(m, k) == getattr(recipe.model, k) for k in

@@ -1,5 +1,6 @@
 """Small configurations and helpers shared by the training tests."""
 import dataclasses
+import glob
 import os
 import subprocess
 import sys
@@ -28,3 +29,15 @@ def run_cli(script, *args, timeout=240):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     return subprocess.run([sys.executable, os.path.join(ROOT, "run", script), *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def train_losses(model_dir):
+    """{step: training loss} from a run's train/ summaries."""
+    import tensorflow as tf
+    out = {}
+    for path in glob.glob(os.path.join(model_dir, "train", "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for v in event.summary.value:
+                if v.tag == "loss":
+                    out[event.step] = float(tf.make_ndarray(v.tensor))
+    return out

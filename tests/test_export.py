@@ -1,7 +1,6 @@
 """Export and prediction: a run's checkpoint becomes a SavedModel that serves raw images with the
 run's evaluation preprocessing, a .keras model and a model card (resnet_nobn/export.py,
 run/export.py, run/predict.py)."""
-import dataclasses
 import json
 import os
 import shutil

@@ -5,15 +5,13 @@ moved between replica counts. Multi-worker counterparts: tests/test_multiworker.
 Every run reads the same tfds mock CIFAR-10 (a global batch holds the same images on 1 and 2
 replicas; the synthetic data would not) and trains the tiny net 5 steps at the paper's rate.
 """
-import glob
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from helpers import tiny_config
+from helpers import tiny_config, train_losses
 from resnet_nobn import train
 from resnet_nobn.errors import UserError
 
@@ -43,13 +41,8 @@ def evaluate_only(model_dir, strategy, **kw):
 
 
 def losses(model_dir):
-    """The per-step training losses of a run, from its train/ summaries."""
-    out = {}
-    for path in glob.glob(os.path.join(model_dir, "train", "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for v in event.summary.value:
-                if v.tag == "loss":
-                    out[event.step] = float(tf.make_ndarray(v.tensor))
+    """The per-step training losses of a run, in step order."""
+    out = train_losses(model_dir)
     return np.array([out[s] for s in sorted(out)])
 
 

@@ -3,36 +3,22 @@
 Each run trains the tiny synthetic net for a few steps in this process with `log_every=1`, and the
 per-step training losses are read back from its TensorBoard summaries (model_dir/train).
 """
-import glob
-import os
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from helpers import tiny_config
+from helpers import tiny_config, train_losses
 from resnet_nobn import train
 
 STEPS = 5
-
-
-def _losses(model_dir):
-    """{step: training loss} from the run's train/ summaries."""
-    out = {}
-    for path in glob.glob(os.path.join(model_dir, "train", "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for v in event.summary.value:
-                if v.tag == "loss":
-                    out[event.step] = float(tf.make_ndarray(v.tensor))
-    return out
 
 
 def _run(tmp_path, name, **overrides):
     cfg = tiny_config(tmp_path / name, train_steps=STEPS, log_every=1, batch_size=16, **overrides)
     trainer = train.Trainer(cfg)
     results = trainer.run()
-    losses = _losses(cfg.model_dir)
+    losses = train_losses(cfg.model_dir)
     assert sorted(losses) == list(range(1, STEPS + 1)), losses
     assert all(np.isfinite(list(losses.values())))
     return trainer, results, np.array([losses[s] for s in sorted(losses)])

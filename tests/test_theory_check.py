@@ -2,7 +2,6 @@
 guarded groups, rows printed as they finish, fatal controls, Ctrl-C, --json that cannot be
 written, TensorFlow's start-up lines, no import cycle and no private name across modules."""
 import ast
-import io
 import json
 import os
 import signal
@@ -11,7 +10,6 @@ import sys
 import time
 import types
 
-import pytest
 
 from theory import check
 from theory.rows import Group, Row
