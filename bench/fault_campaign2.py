@@ -163,7 +163,8 @@ def retry_after_divergence(s):
 
 
 def _poison(model_dir):
-    """Writes NaN into one kernel of the newest checkpoint (same keys, valid checksums)."""
+    """Writes NaN into one kernel of the newest checkpoint (same keys, valid checksums); returns
+    its prefix."""
     with tf_quiet():
         import tensorflow as tf
     prefix = tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
@@ -177,15 +178,25 @@ def _poison(model_dir):
     tensors[kernel].flat[0] = float("nan")
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=tensors)
+    return prefix
 
 
-@case("1.4", "NaN weights restored (--eval_only)", "one line, nothing recorded")
+@case("1.4", "NaN weights restored (--eval_only)",
+      "the NaN checkpoint skipped and named; no non-finite number recorded")
 def nan_weights(s):
     d = copy_base(s, "nan")
-    _poison(d)
-    before = read(os.path.join(d, "results.json"))
+    newest = _poison(d)
     p = train(d, "--train_steps=4", "--eval_only")
-    return one_line(p) and read(os.path.join(d, "results.json")) == before, said(p)
+
+    def finite_only(constant):
+        raise ValueError(f"{constant} in results.json")
+    try:
+        json.loads(read(os.path.join(d, "results.json")) or "{}", parse_constant=finite_only)
+        strict = True
+    except ValueError:
+        strict = False
+    skipped = f"skipped {os.path.basename(newest)}" in p.stdout + p.stderr
+    return skipped and strict and "Traceback" not in p.stderr, said(p)
 
 
 @case("1.5", "--eval_only --seed=7 --learning_rate=0.3", "results.json keeps the run's seed and rate")
@@ -495,10 +506,15 @@ def theory_full(s):
 def theory_sigint(s):
     proc = subprocess.Popen([sys.executable, "-m", "theory.check", "--quick"], cwd=ROOT, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(15)
+    first = []
+    for line in proc.stdout:  # Ctrl-C once the first row is out: the report is mid-way
+        first.append(line)
+        if line.startswith(("PASS", "FAIL", "REFUTED", "ERROR")):
+            break
     proc.send_signal(signal.SIGINT)
     try:
         out, err = proc.communicate(timeout=60)
+        out = "".join(first) + out
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
