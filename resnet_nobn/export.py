@@ -111,10 +111,9 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
     ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
     re-run would not resume from an explicitly chosen one (or is None)."""
-    import numpy as np
     import tensorflow as tf
 
-    from resnet_nobn import steps
+    from resnet_nobn import checkpoints, steps
     model, optimizer = steps.build(cfg, tf.distribute.get_strategy())  # as the trainer builds it
     saved = tf.train.Checkpoint(model=model, optimizer=optimizer)
     ckpt_dir = os.path.join(model_dir, "ckpt")
@@ -130,7 +129,7 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
             try:
                 saved.restore(os.path.join(ckpt_dir, f"ckpt-{step}")
                               ).assert_existing_objects_matched().expect_partial()
-                if all(np.all(np.isfinite(v.numpy())) for v in model.weights):
+                if not checkpoints.nonfinite(model.weights):  # the trainer's check on restore
                     return model, step, skipped, note
                 why = "its weights are not finite"
             except Exception as e:  # noqa: BLE001 -- any failure means an unusable checkpoint
