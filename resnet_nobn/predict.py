@@ -5,7 +5,8 @@ the right types, the `digest` it records equal to the digest of saved_model/ and
 description of the model (so an export.json edited, or a saved_model/ copied from another
 export, is refused), labels.txt UTF-8 with one name per class. `read_images` reads each image's
 size from its header (`header_size`: PNG, JPEG, GIF, BMP and WebP, the formats
-tf.io.decode_image reads) and refuses one of more than MAX_PIXELS pixels before decoding it.
+tf.io.decode_image reads) and refuses one of more than MAX_PIXELS pixels before decoding it, and
+for an ImageNet model one its graph does not decode (ENCODED: not WebP, BMP or an animated GIF).
 `printable` escapes the control characters of a name or path before it reaches a terminal.
 """
 import hashlib
@@ -18,6 +19,8 @@ from resnet_nobn.errors import UserError
 from resnet_nobn.export import GLOB, LABELS, META, SAVED_MODEL
 
 MAX_PIXELS = 50_000_000  # per image file: width x height x frames, read from its header
+# What the ImageNet graph's tf.io.decode_jpeg decodes, as evaluation does (a GIF of one frame)
+ENCODED = ("JPEG", "PNG", "GIF")
 DESCRIBES = ("dataset", "image_size", "num_classes", "input")  # export.json's model description
 # export.json: each field predict reads, and the type it must have
 FIELDS = dict(dataset=str, image_size=int, num_classes=int, input=str, step=int, digest=str)
@@ -181,6 +184,10 @@ def read_images(paths, meta, resize=False):
             raise UserError(f"{path} is a {kind} of {w}x{h} pixels" + (
                 f" x {frames} frames" if frames > 1 else "") + f", more than predict's limit of "
                 f"{MAX_PIXELS:,} pixels (width x height x frames); scale it down first")
+        if meta["input"] == "encoded" and (kind not in ENCODED or frames > 1):
+            raise UserError(f"{path} is a {kind}" + (f" of {frames} frames" if frames > 1 else "")
+                            + f"; the {meta['dataset']} model decodes JPEG, PNG and one-frame GIF "
+                            "files, as its evaluation does: convert it to JPEG or PNG")
         try:  # encoded files are decoded in the graph as evaluation does: decode_jpeg (JPEG, PNG)
             image = (tf.io.decode_jpeg(raw, channels=3) if meta["input"] == "encoded" else
                      tf.io.decode_image(raw, channels=3, expand_animations=False))

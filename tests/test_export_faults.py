@@ -281,3 +281,27 @@ def test_the_card_and_the_docs_say_how_to_load_model_keras_and_the_pixel_limit(m
         assert f"\n{line}\n" in card and f"\n  {line}\n" in docs, line
     assert "after `import resnet_nobn`" not in card + docs
     assert f"more than {predict.MAX_PIXELS:,} pixels" in docs
+
+
+def test_an_imagenet_model_refuses_a_format_its_graph_does_not_decode(tmp_path):
+    """The ImageNet graph decodes with tf.io.decode_jpeg, as evaluation does: JPEG, PNG and a GIF
+    of one frame. A WebP passed the check and failed inside the SavedModel (a traceback); a BMP or
+    an animated GIF was called damaged."""
+    import io
+
+    from PIL import Image  # a dependency of matplotlib (requirements.txt)
+    pixels = np.random.default_rng(0).integers(0, 256, (40, 30, 3)).astype(np.uint8)
+    webp = io.BytesIO()
+    Image.fromarray(pixels).save(webp, format="WEBP")
+    meta = dict(image_size=224, input="encoded", dataset="imagenet2012")
+    for name, raw, kind in (("photo.webp", webp.getvalue(), "WebP"), ("grey.bmp", _bmp(6, 4), "BMP"),
+                            ("frames.gif", _gif(1, 1, frames=2), "GIF of 2 frames")):
+        (tmp_path / name).write_bytes(raw)
+        with pytest.raises(UserError, match=f"{name} is a {kind}; the imagenet2012 model decodes "
+                                            "JPEG, PNG and one-frame GIF files, as its evaluation "
+                                            "does: convert it to JPEG or PNG"):
+            predict.read_images([str(tmp_path / name)], meta)
+    (tmp_path / "one.gif").write_bytes(_gif(1, 1))
+    (tmp_path / "a.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    inputs, _ = predict.read_images([str(tmp_path / "one.gif"), str(tmp_path / "a.png")], meta)
+    assert inputs.dtype == tf.string and inputs.shape == (2,)
