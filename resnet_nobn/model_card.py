@@ -6,7 +6,8 @@ import datetime
 import os
 
 from resnet_nobn import rundir
-from resnet_nobn.config import ModelConfig, TrainConfig, config_diffs, options
+from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options, resolve_head_seed,
+                                 resolve_init)
 from resnet_nobn.export import CIFAR, KERAS, TOP_K, input_spec
 
 # How to load model.keras: given in the model card and in docs/training.md.
@@ -31,8 +32,9 @@ def run_flags(cfg: TrainConfig):
     for owner, default, cls in ((cfg.model, recipe.model, ModelConfig), (cfg, recipe, TrainConfig)):
         for f in options(cls):
             value = getattr(owner, f.name)
-            if f.name == "init" and value == ("he" if cfg.model.norm == "batch" else "identity"):
-                continue  # what --init=auto gives
+            if (f.name == "init" and value == resolve_init("auto", cfg.model.norm)
+                    or f.name == "head_seed" and value == resolve_head_seed(None, cfg.seed)):
+                continue  # what --init=auto and the head seed's default (--seed) give
             if _flag_text(value) != _flag_text(getattr(default, f.name)):
                 out.append(f"--{f.name}={_flag_text(value)}")
     return out
@@ -104,7 +106,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     if step < recipe.train_steps:
         nots.append(f"trained {step:,} steps, not the paper's {recipe.train_steps:,}")
     differs = [d for d in config_diffs(recipe.to_json(), cfg.to_json())
-               if not d.startswith(("num_classes", "image_size", "init"))]
+               if not d.startswith(("num_classes", "image_size", "init", "head_seed"))]
     if differs:
         nots.append("not the paper's network: " + "; ".join(differs))
     row = report.paper_row(cfg.to_json())

@@ -1,6 +1,7 @@
 """Export and prediction: a run's checkpoint becomes a SavedModel that serves raw images with the
 run's evaluation preprocessing, a .keras model and a model card (resnet_nobn/export.py,
 run/export.py, run/predict.py)."""
+import dataclasses
 import json
 import os
 import shutil
@@ -176,6 +177,24 @@ def test_imagenet_export_decodes_jpeg_bytes_as_evaluation_does(tmp_path):
     card = (tmp_path / "exp" / "model_card.md").read_text()
     assert "Section 4.2" in card and "on synthetic random images" in card
     assert (tmp_path / "exp" / "labels.txt").read_text().splitlines()[0] == "n01440764"
+
+
+def test_the_card_of_a_paper_run_on_another_seed_calls_it_the_papers_network(tmp_path):
+    """The head's seed follows --seed: config.json records it as used, which is neither a flag the
+    run was given nor a change of the network (it was \"Not the paper's network: head_seed: 0
+    there, 3 here\" and \"--head_seed=3\")."""
+    from resnet_nobn import recipes
+    from resnet_nobn.config import TrainConfig
+    from resnet_nobn.model_card import model_card
+    paper = recipes.cifar()
+    for seed, head_seed in ((3, None), (0, None), (3, 5)):
+        ran = TrainConfig.from_json(dataclasses.replace(
+            paper, seed=seed, model=dataclasses.replace(paper.model, head_seed=head_seed),
+            model_dir=str(tmp_path)).to_json())  # as the export reads it from config.json
+        card = model_card(ran, paper.train_steps, [], None, {}, "names", "E", str(tmp_path), 1)
+        assert "paper's network" not in card, card
+        assert "--head_seed" not in card if head_seed is None else "`--head_seed=5`" in card
+        assert f"One run (seed {seed}) of the paper's setup" in card, card
 
 
 @pytest.fixture(scope="module")
