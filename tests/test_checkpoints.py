@@ -1,0 +1,28 @@
+"""Which checkpoint a run restores (resnet_nobn/checkpoints.py): the loss record it is judged by
+after a divergence covers a checkpoint a run stopped at and was resumed from."""
+import os
+
+import pytest
+
+from resnet_nobn import checkpoints, rundir
+from resnet_nobn.train import Trainer
+from tests.helpers import tiny_config
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_a_checkpoint_resumed_from_gets_the_loss_of_the_loop_after_it(tmp_path):
+    """A run that ends (or is stopped) at ckpt-4 has no loss for it; resumed, its first loop
+    trains from ckpt-4's weights. Without that loss, a later divergence skipped ckpt-4 ("no loss
+    recorded with its weights") and went back further than it needed."""
+    Trainer(tiny_config(tmp_path, train_steps=4, checkpoint_every=2)).run()
+    ckpt = str(tmp_path / "ckpt")
+    assert sorted(checkpoints.read_losses(ckpt)) == [0, 2]  # none for the step it ended at
+    Trainer(tiny_config(tmp_path, train_steps=8, checkpoint_every=2)).run()
+    losses = checkpoints.read_losses(ckpt)
+    assert sorted(losses) == [0, 2, 4, 6], losses
+    # a divergence after ckpt-8 with ckpt-6 already on the way up: ckpt-4 is where to resume
+    checkpoints.record_loss(ckpt, 6, min(losses.values()) + 100.0)
+    rundir.atomic_write_json(os.path.join(tmp_path, rundir.DIVERGED), {"step": 9})
+    order, _ = checkpoints.resume_order(ckpt, str(tmp_path), 10)
+    assert [step for step, why in order if why is None] == [4, 2, 0], order
