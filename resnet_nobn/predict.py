@@ -85,7 +85,7 @@ def read_export(export_dir):
     path = os.path.join(export_dir, LABELS)
     try:
         with open(path, "rb") as f:
-            names = f.read().decode("utf-8").splitlines()
+            names = f.read().decode("utf-8-sig").splitlines()  # a BOM an editor wrote: not a name
     except FileNotFoundError:
         pass  # class numbers
     except UnicodeDecodeError as e:

@@ -147,6 +147,15 @@ def test_label_names_reach_the_terminal_escaped(tmp_path, made):
     assert p.stdout.splitlines()[0] == f"{tmp_path}/a\\x1bb.png"
 
 
+def test_labels_saved_by_an_editor_with_a_byte_order_mark_are_read_as_written(tmp_path, made):
+    """The BOM of a labels.txt an editor saved as "UTF-8 with BOM" was the start of class 0's
+    name, printed as '\\ufeffc0'."""
+    exp = tmp_path / "exp"
+    shutil.copytree(made / "exp4", exp)
+    (exp / "labels.txt").write_text("".join(f"c{i}\r\n" for i in range(10)), encoding="utf-8-sig")
+    assert predict.read_export(str(exp))[1] == [f"c{i}" for i in range(10)]
+
+
 @pytest.mark.parametrize("case,expected", [
     ("labels_latin1", "labels.txt is not UTF-8 text"),
     ("labels_short", "labels.txt has 9 lines, the model 10 classes"),
