@@ -6,8 +6,8 @@ import datetime
 import os
 
 from resnet_nobn import rundir
-from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options, resolve_head_seed,
-                                 resolve_init)
+from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, config_diffs, options,
+                                 resolve_head_seed, resolve_init)
 from resnet_nobn.export import CIFAR, KERAS, TOP_K, input_spec
 
 # How to load model.keras: given in the model card and in docs/training.md.
@@ -89,9 +89,11 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
                       f"steps: {seen or 'none'}); no error is given for this checkpoint.")
     else:
         n = evaluated.get("eval_examples")
+        # told by the evaluation itself: --eval_only may use another --eval_steps than config.json
+        first = n < DATASETS[cfg.dataset].num_eval and n % cfg.batch_size == 0
         whole = "" if cfg.use_synthetic_data else (
-            " (the whole split)" if cfg.eval_steps == 0 else
-            f" (its first {cfg.eval_steps} batches of {cfg.batch_size}: `--eval_steps`)")
+            f" (its first {n // cfg.batch_size} batches of {cfg.batch_size}: `--eval_steps`)"
+            if first else " (the whole split)")
         evaluation = (f"- Top-1 error **{_pct(evaluated.get('top1_error'))}**, top-5 error "
                       f"**{_pct(evaluated.get('top5_error'))}** at step {evaluated['step']}, on "
                       f"{n:,} images of "

@@ -197,6 +197,19 @@ def test_the_card_of_a_paper_run_on_another_seed_calls_it_the_papers_network(tmp
         assert f"One run (seed {seed}) of the paper's setup" in card, card
 
 
+def test_the_card_says_how_much_of_the_split_the_evaluation_it_gives_covered(tmp_path):
+    """From the evaluation's own image count: a final --eval_only on the whole test split of a run
+    trained with --eval_steps=10 was \"on 10,000 images ... (its first 10 batches of 128)\"."""
+    from resnet_nobn.model_card import model_card
+    for eval_steps, n, said in ((10, 10_000, "10,000 images of the test split (the whole split)"),
+                                (0, 640, "640 images of the test split (its first 5 batches of 128"),
+                                (10, 1280, "1,280 images of the test split (its first 10 batches")):
+        cfg = tiny_config(tmp_path, use_synthetic_data=False, batch_size=128, eval_steps=eval_steps)
+        results = {"history": [dict(step=6, top1_error=0.5, top5_error=0.1, eval_examples=n)]}
+        card = model_card(cfg, 6, [], None, results, "names", "E", str(tmp_path), 1)
+        assert said in card, card
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A tiny run on synthetic data with checkpoints at steps 0, 2 and 4."""
