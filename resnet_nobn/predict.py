@@ -16,7 +16,7 @@ import struct
 
 from resnet_nobn.config import DATASETS
 from resnet_nobn.errors import UserError
-from resnet_nobn.export import GLOB, LABELS, META, SAVED_MODEL
+from resnet_nobn.export import GLOB, LABELS, META, SAVED_MODEL, WRITTEN
 
 MAX_PIXELS = 50_000_000  # per image file: width x height x frames, read from its header
 # What the ImageNet graph's tf.io.decode_jpeg decodes, as evaluation does (a GIF of one frame)
@@ -27,15 +27,18 @@ FIELDS = dict(dataset=str, image_size=int, num_classes=int, input=str, step=int,
 
 
 def digest(export_dir, meta):
-    """sha256 of the files of export_dir/saved_model (names, sizes, bytes) and of `meta`'s
-    DESCRIBES fields: recorded in export.json, so that an export.json edited or a saved_model/
-    copied from another export is refused on loading (resnet_nobn/predict.py)."""
+    """sha256 of the files of export_dir/saved_model an export writes (WRITTEN: names, sizes,
+    bytes) and of `meta`'s DESCRIBES fields: recorded in export.json, so that an export.json edited
+    or a saved_model/ copied from another export is refused on loading (resnet_nobn/predict.py),
+    not one a file manager added a file to (.DS_Store)."""
     h = hashlib.sha256(json.dumps({k: meta.get(k) for k in DESCRIBES}, sort_keys=True).encode())
     top = os.path.join(export_dir, SAVED_MODEL)
     for root, dirs, files in os.walk(top):
         dirs.sort()
         for name in sorted(files):
             path = os.path.join(root, name)
+            if not WRITTEN.fullmatch(os.path.relpath(path, export_dir)):
+                continue
             h.update(f"{os.path.relpath(path, top)}\0{os.path.getsize(path)}\0".encode())
             with open(path, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):

@@ -147,6 +147,16 @@ def test_label_names_reach_the_terminal_escaped(tmp_path, made):
     assert p.stdout.splitlines()[0] == f"{tmp_path}/a\\x1bb.png"
 
 
+def test_a_file_a_file_manager_added_to_saved_model_does_not_void_the_export(tmp_path, made):
+    """The digest covers the files an export writes (what TensorFlow loads): a .DS_Store that
+    Finder left in saved_model/ made a valid export \"not match\" its export.json."""
+    exp = tmp_path / "exp"
+    shutil.copytree(made / "exp4", exp)
+    for where in ("saved_model", "saved_model/variables"):
+        (exp / where / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    assert predict.read_export(str(exp))[0]["step"] == 4
+
+
 def test_labels_saved_by_an_editor_with_a_byte_order_mark_are_read_as_written(tmp_path, made):
     """The BOM of a labels.txt an editor saved as "UTF-8 with BOM" was the start of class 0's
     name, printed as '\\ufeffc0'."""
