@@ -45,8 +45,8 @@ def _pct(x):
 
 
 def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, export_dir,
-               model_dir, num_params):
-    """The Markdown model card of an export."""
+               model_dir, num_params, chosen=False):
+    """The Markdown model card of an export; `chosen`: its checkpoint was asked for."""
     import keras
     import tensorflow as tf
 
@@ -131,7 +131,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         + (" ".join(f"`{f}`" for f in flags) if flags else "its defaults") + " (config.json; "
         "the other flags are the recipe's defaults).",
         f"- Checkpoint: `ckpt-{step}` of `{os.path.join(model_dir, 'ckpt')}`, step {step}: "
-        + (f"chosen with `--checkpoint`; {note}." if note else
+        + (f"chosen with `--checkpoint`{f'; {note}' if note else ''}." if chosen or note else
            "the newest that restores with finite weights"
            + (" (the one a re-run resumes from after a divergence)"
               if os.path.exists(os.path.join(model_dir, rundir.DIVERGED)) else "")

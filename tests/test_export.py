@@ -202,7 +202,7 @@ def test_the_card_says_how_much_of_the_split_the_evaluation_it_gives_covered(tmp
     trained with --eval_steps=10 was \"on 10,000 images ... (its first 10 batches of 128)\"."""
     from resnet_nobn.model_card import model_card
     for eval_steps, n, said in ((10, 10_000, "10,000 images of the test split (the whole split)"),
-                                (0, 640, "640 images of the test split (its first 5 batches of 128"),
+                                (0, 640, "640 images of the test split (its first 5 batches"),
                                 (10, 1280, "1,280 images of the test split (its first 10 batches")):
         cfg = tiny_config(tmp_path, use_synthetic_data=False, batch_size=128, eval_steps=eval_steps)
         results = {"history": [dict(step=6, top1_error=0.5, top5_error=0.1, eval_examples=n)]}
@@ -244,6 +244,7 @@ def test_newest_finite_checkpoint_is_exported_and_named(tmp_path, tiny_run):
     history = json.loads((run_dir / "results.json").read_text())["history"]
     at2 = next(h for h in history if h["step"] == 2)
     assert f"**{100 * at2['top1_error']:.2f}%**" in card and "at step 2, on" in card
+    assert "step 2: chosen with `--checkpoint`." in card and "the newest" not in card, card
     # a checkpoint without an evaluation gets no error at all (not another step's)
     export.export(str(run_dir), str(tmp_path / "d"), checkpoint=0, log=said.append)
     card = (tmp_path / "d" / "model_card.md").read_text()

@@ -313,7 +313,8 @@ def test_an_imagenet_model_refuses_a_format_its_graph_does_not_decode(tmp_path):
     webp = io.BytesIO()
     Image.fromarray(pixels).save(webp, format="WEBP")
     meta = dict(image_size=224, input="encoded", dataset="imagenet2012")
-    for name, raw, kind in (("photo.webp", webp.getvalue(), "WebP"), ("grey.bmp", _bmp(6, 4), "BMP"),
+    for name, raw, kind in (("photo.webp", webp.getvalue(), "WebP"),
+                            ("grey.bmp", _bmp(6, 4), "BMP"),
                             ("frames.gif", _gif(1, 1, frames=2), "GIF of 2 frames")):
         (tmp_path / name).write_bytes(raw)
         with pytest.raises(UserError, match=f"{name} is a {kind}; the imagenet2012 model decodes "
