@@ -29,13 +29,14 @@ def run_flags(cfg: TrainConfig):
     """The flags of the run (config.json) that differ from its entry point's defaults."""
     recipe = _recipe(cfg)
     out = []
-    for owner, default, cls in ((cfg.model, recipe.model, ModelConfig), (cfg, recipe, TrainConfig)):
+    for owner, defaults, cls in ((cfg.model, recipe.model, ModelConfig), (cfg, recipe, TrainConfig)):
         for f in options(cls):
-            value = getattr(owner, f.name)
-            if (f.name == "init" and value == resolve_init("auto", cfg.model.norm)
-                    or f.name == "head_seed" and value == resolve_head_seed(None, cfg.seed)):
-                continue  # what --init=auto and the head seed's default (--seed) give
-            if _flag_text(value) != _flag_text(getattr(default, f.name)):
+            value, default = getattr(owner, f.name), getattr(defaults, f.name)
+            if f.name == "init":  # the flag's default is auto
+                default = resolve_init("auto", cfg.model.norm)
+            elif f.name == "head_seed":  # its default follows --seed
+                value, default = resolve_head_seed(value, cfg.seed), cfg.seed
+            if _flag_text(value) != _flag_text(default):
                 out.append(f"--{f.name}={_flag_text(value)}")
     return out
 

@@ -182,7 +182,7 @@ def test_imagenet_export_decodes_jpeg_bytes_as_evaluation_does(tmp_path):
 def test_the_card_of_a_paper_run_on_another_seed_calls_it_the_papers_network(tmp_path):
     """The head's seed follows --seed: config.json records it as used, which is neither a flag the
     run was given nor a change of the network (it was \"Not the paper's network: head_seed: 0
-    there, 3 here\" and \"--head_seed=3\")."""
+    there, 3 here\" and \"--head_seed=3\"). A BN twin with --init=identity was listed without it."""
     from resnet_nobn import recipes
     from resnet_nobn.config import TrainConfig
     from resnet_nobn.model_card import model_card
@@ -195,6 +195,13 @@ def test_the_card_of_a_paper_run_on_another_seed_calls_it_the_papers_network(tmp
         assert "paper's network" not in card, card
         assert "--head_seed" not in card if head_seed is None else "`--head_seed=5`" in card
         assert f"One run (seed {seed}) of the paper's setup" in card, card
+    # --init as run, where --init=auto (the flag's default) would give another
+    for norm, init, flag in (("batch", "identity", "--init=identity"), ("none", "he", "--init=he"),
+                             ("batch", "he", None), ("none", "identity", None)):
+        model = dataclasses.replace(paper.model, norm=norm, init=init)
+        ran = TrainConfig.from_json(dataclasses.replace(paper, model=model).to_json())
+        card = model_card(ran, 1, [], None, {}, "names", "E", str(tmp_path), 1)
+        assert ("--init=" not in card) if flag is None else (f"`{flag}`" in card), (norm, init)
 
 
 def test_the_card_says_how_much_of_the_split_the_evaluation_it_gives_covered(tmp_path):
