@@ -29,7 +29,8 @@ def run_flags(cfg: TrainConfig):
     """The flags of the run (config.json) that differ from its entry point's defaults."""
     recipe = _recipe(cfg)
     out = []
-    for owner, defaults, cls in ((cfg.model, recipe.model, ModelConfig), (cfg, recipe, TrainConfig)):
+    for owner, defaults, cls in ((cfg.model, recipe.model, ModelConfig),
+                                 (cfg, recipe, TrainConfig)):
         for f in options(cls):
             value, default = getattr(owner, f.name), getattr(defaults, f.name)
             if f.name == "init":  # the flag's default is auto
