@@ -76,7 +76,8 @@ def exploded(step, losses, num_classes):
         return "no loss recorded with its weights"
     if not math.isfinite(loss):
         return f"loss {loss}"
-    best = min((l for s, l in losses.items() if s <= step and l is not None), default=loss)
+    best = min((l for s, l in losses.items() if s <= step and l is not None and math.isfinite(l)),
+               default=loss)  # a NaN (step 0's, whatever its loop gave) compares as no minimum
     if loss > best + math.log(num_classes):
         return f"loss {loss:.3g}, already {loss - best:.3g} above the lowest {best:.3g}"
     return None

@@ -26,3 +26,12 @@ def test_a_checkpoint_resumed_from_gets_the_loss_of_the_loop_after_it(tmp_path):
     rundir.atomic_write_json(os.path.join(tmp_path, rundir.DIVERGED), {"step": 9})
     order, _ = checkpoints.resume_order(ckpt, str(tmp_path), 10)
     assert [step for step, why in order if why is None] == [4, 2, 0], order
+
+
+def test_a_nan_loss_of_the_initialisation_does_not_hide_a_later_blow_up():
+    """Step 0's loss may be NaN (the first loop blew up; a retry resumes from it): min() over the
+    losses then kept the NaN, and no later checkpoint was ever judged on the way up."""
+    losses = {0: float("nan"), 100: 1.0, 200: 9.0}
+    assert checkpoints.exploded(0, losses, 10) is None
+    assert checkpoints.exploded(100, losses, 10) is None
+    assert "above the lowest 1" in checkpoints.exploded(200, losses, 10)
