@@ -1,5 +1,6 @@
 """Which checkpoint a run restores (resnet_nobn/checkpoints.py): the loss record it is judged by
 after a divergence covers a checkpoint a run stopped at and was resumed from."""
+import math
 import os
 
 import pytest
@@ -35,3 +36,21 @@ def test_a_nan_loss_of_the_initialisation_does_not_hide_a_later_blow_up():
     assert checkpoints.exploded(0, losses, 10) is None
     assert checkpoints.exploded(100, losses, 10) is None
     assert "above the lowest 1" in checkpoints.exploded(200, losses, 10)
+
+
+def test_after_a_first_loop_divergence_and_its_retry_the_initialisation_has_a_finite_loss(
+        tmp_path):
+    """The retry trains on from ckpt-0: its first loop's loss replaces the NaN of the loop that
+    blew up, which stayed and made every later checkpoint look fine to a second divergence."""
+    from resnet_nobn import train
+    from resnet_nobn.errors import TrainingDiverged
+    kw = dict(train_steps=4, checkpoint_every=2, learning_rate=1e9)
+    with pytest.raises(TrainingDiverged) as diverged:
+        train.train(tiny_config(tmp_path, **kw))
+    ckpt = str(tmp_path / "ckpt")
+    assert math.isnan(checkpoints.read_losses(ckpt)[0])
+    advice = str(diverged.value).splitlines()[-1].split()[2:]  # retry with: --flag=value ...
+    train.train(tiny_config(tmp_path, **{**kw, **{t[2:].split("=")[0]: float(t.split("=")[1])
+                                                  for t in advice}}))
+    losses = checkpoints.read_losses(ckpt)
+    assert sorted(losses) == [0, 2] and all(map(math.isfinite, losses.values())), losses
