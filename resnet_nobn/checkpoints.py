@@ -76,7 +76,8 @@ def exploded(step, losses, num_classes):
         return "no loss recorded with its weights"
     if not math.isfinite(loss):
         return f"loss {loss}"
-    best = min((l for s, l in losses.items() if s <= step and l is not None), default=loss)
+    best = min((l for s, l in losses.items() if s <= step and l is not None and math.isfinite(l)),
+               default=loss)  # a NaN (step 0's, whatever its loop gave) compares as no minimum
     if loss > best + math.log(num_classes):
         return f"loss {loss:.3g}, already {loss - best:.3g} above the lowest {best:.3g}"
     return None
@@ -243,7 +244,8 @@ class Checkpoints:
     def commit(self):
         """After `restore`, in a run that trains (chief only): a rollback past a divergence deletes
         the checkpoints after the one restored and is recorded in `rollbacks`; the manager tracks
-        the restorable checkpoints up to it, whatever its state file said."""
+        the restorable checkpoints up to it, whatever its state file said; the loss of the first
+        loop is recorded for it (one saved just before a stop had none)."""
         if not self.chief or self._restored is None:
             return
         ckpt_dir, step = self.directory, self._restored.step
@@ -259,6 +261,7 @@ class Checkpoints:
         write_checkpoint_state(
             ckpt_dir, [s for s, why in reversed(self._restored.order) if s <= step and why is None])
         self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=KEEP)
+        self._unrecorded = step  # the first loop trains from its weights: its loss is recorded
 
     def save(self):
         """Saves a checkpoint of the current step; refuses non-finite weights (the run has

@@ -219,7 +219,7 @@ def serving_archive(model, cfg: TrainConfig):
 # the export
 
 
-def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir):
+def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
     import keras
 
     from resnet_nobn.model import count_params
@@ -240,7 +240,7 @@ def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir):
         json.dump(meta, f, indent=2)
     results = rundir.read_json(os.path.join(model_dir, "results.json"))
     card = model_card(cfg, step, skipped, note, results, names_from, export_dir, model_dir,
-                      count_params(model.trainable_variables))
+                      count_params(model.trainable_variables), chosen)
     with open(os.path.join(tmp, CARD), "w") as f:
         f.write(card)
 
@@ -294,7 +294,7 @@ def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would make it, not mkdtemp's 0700
-        _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir)
+        _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, checkpoint is not None)
         old = _put_in_place(tmp, export_dir, overwrite, parent)
         tmp = None
     except (OSError, tf.errors.OpError) as e:

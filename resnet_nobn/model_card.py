@@ -6,7 +6,8 @@ import datetime
 import os
 
 from resnet_nobn import rundir
-from resnet_nobn.config import ModelConfig, TrainConfig, config_diffs, options
+from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, config_diffs, options,
+                                 resolve_head_seed, resolve_init)
 from resnet_nobn.export import CIFAR, KERAS, TOP_K, input_spec
 
 # How to load model.keras: given in the model card and in docs/training.md.
@@ -28,12 +29,15 @@ def run_flags(cfg: TrainConfig):
     """The flags of the run (config.json) that differ from its entry point's defaults."""
     recipe = _recipe(cfg)
     out = []
-    for owner, default, cls in ((cfg.model, recipe.model, ModelConfig), (cfg, recipe, TrainConfig)):
+    for owner, defaults, cls in ((cfg.model, recipe.model, ModelConfig),
+                                 (cfg, recipe, TrainConfig)):
         for f in options(cls):
-            value = getattr(owner, f.name)
-            if f.name == "init" and value == ("he" if cfg.model.norm == "batch" else "identity"):
-                continue  # what --init=auto gives
-            if _flag_text(value) != _flag_text(getattr(default, f.name)):
+            value, default = getattr(owner, f.name), getattr(defaults, f.name)
+            if f.name == "init":  # the flag's default is auto
+                default = resolve_init("auto", cfg.model.norm)
+            elif f.name == "head_seed":  # its default follows --seed
+                value, default = resolve_head_seed(value, cfg.seed), cfg.seed
+            if _flag_text(value) != _flag_text(default):
                 out.append(f"--{f.name}={_flag_text(value)}")
     return out
 
@@ -43,8 +47,8 @@ def _pct(x):
 
 
 def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, export_dir,
-               model_dir, num_params):
-    """The Markdown model card of an export."""
+               model_dir, num_params, chosen=False):
+    """The Markdown model card of an export; `chosen`: its checkpoint was asked for."""
     import keras
     import tensorflow as tf
 
@@ -87,9 +91,11 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
                       f"steps: {seen or 'none'}); no error is given for this checkpoint.")
     else:
         n = evaluated.get("eval_examples")
+        # told by the evaluation itself: --eval_only may use another --eval_steps than config.json
+        first = n < DATASETS[cfg.dataset].num_eval and n % cfg.batch_size == 0
         whole = "" if cfg.use_synthetic_data else (
-            " (the whole split)" if cfg.eval_steps == 0 else
-            f" (its first {cfg.eval_steps} batches of {cfg.batch_size}: `--eval_steps`)")
+            f" (its first {n // cfg.batch_size} batches of {cfg.batch_size}: `--eval_steps`)"
+            if first else " (the whole split)")
         evaluation = (f"- Top-1 error **{_pct(evaluated.get('top1_error'))}**, top-5 error "
                       f"**{_pct(evaluated.get('top5_error'))}** at step {evaluated['step']}, on "
                       f"{n:,} images of "
@@ -104,7 +110,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     if step < recipe.train_steps:
         nots.append(f"trained {step:,} steps, not the paper's {recipe.train_steps:,}")
     differs = [d for d in config_diffs(recipe.to_json(), cfg.to_json())
-               if not d.startswith(("num_classes", "image_size", "init"))]
+               if not d.startswith(("num_classes", "image_size", "init", "head_seed"))]
     if differs:
         nots.append("not the paper's network: " + "; ".join(differs))
     row = report.paper_row(cfg.to_json())
@@ -127,7 +133,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         + (" ".join(f"`{f}`" for f in flags) if flags else "its defaults") + " (config.json; "
         "the other flags are the recipe's defaults).",
         f"- Checkpoint: `ckpt-{step}` of `{os.path.join(model_dir, 'ckpt')}`, step {step}: "
-        + (f"chosen with `--checkpoint`; {note}." if note else
+        + (f"chosen with `--checkpoint`{f'; {note}' if note else ''}." if chosen or note else
            "the newest that restores with finite weights"
            + (" (the one a re-run resumes from after a divergence)"
               if os.path.exists(os.path.join(model_dir, rundir.DIVERGED)) else "")

@@ -5,7 +5,8 @@ the right types, the `digest` it records equal to the digest of saved_model/ and
 description of the model (so an export.json edited, or a saved_model/ copied from another
 export, is refused), labels.txt UTF-8 with one name per class. `read_images` reads each image's
 size from its header (`header_size`: PNG, JPEG, GIF, BMP and WebP, the formats
-tf.io.decode_image reads) and refuses one of more than MAX_PIXELS pixels before decoding it.
+tf.io.decode_image reads) and refuses one of more than MAX_PIXELS pixels before decoding it, and
+for an ImageNet model one its graph does not decode (ENCODED: not WebP, BMP or an animated GIF).
 `printable` escapes the control characters of a name or path before it reaches a terminal.
 """
 import hashlib
@@ -15,24 +16,29 @@ import struct
 
 from resnet_nobn.config import DATASETS
 from resnet_nobn.errors import UserError
-from resnet_nobn.export import GLOB, LABELS, META, SAVED_MODEL
+from resnet_nobn.export import GLOB, LABELS, META, SAVED_MODEL, WRITTEN
 
 MAX_PIXELS = 50_000_000  # per image file: width x height x frames, read from its header
+# What the ImageNet graph's tf.io.decode_jpeg decodes, as evaluation does (a GIF of one frame)
+ENCODED = ("JPEG", "PNG", "GIF")
 DESCRIBES = ("dataset", "image_size", "num_classes", "input")  # export.json's model description
 # export.json: each field predict reads, and the type it must have
 FIELDS = dict(dataset=str, image_size=int, num_classes=int, input=str, step=int, digest=str)
 
 
 def digest(export_dir, meta):
-    """sha256 of the files of export_dir/saved_model (names, sizes, bytes) and of `meta`'s
-    DESCRIBES fields: recorded in export.json, so that an export.json edited or a saved_model/
-    copied from another export is refused on loading (resnet_nobn/predict.py)."""
+    """sha256 of the files of export_dir/saved_model an export writes (WRITTEN: names, sizes,
+    bytes) and of `meta`'s DESCRIBES fields: recorded in export.json, so that an export.json edited
+    or a saved_model/ copied from another export is refused on loading (resnet_nobn/predict.py),
+    not one a file manager added a file to (.DS_Store)."""
     h = hashlib.sha256(json.dumps({k: meta.get(k) for k in DESCRIBES}, sort_keys=True).encode())
     top = os.path.join(export_dir, SAVED_MODEL)
     for root, dirs, files in os.walk(top):
         dirs.sort()
         for name in sorted(files):
             path = os.path.join(root, name)
+            if not WRITTEN.fullmatch(os.path.relpath(path, export_dir)):
+                continue
             h.update(f"{os.path.relpath(path, top)}\0{os.path.getsize(path)}\0".encode())
             with open(path, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
@@ -82,7 +88,7 @@ def read_export(export_dir):
     path = os.path.join(export_dir, LABELS)
     try:
         with open(path, "rb") as f:
-            names = f.read().decode("utf-8").splitlines()
+            names = f.read().decode("utf-8-sig").splitlines()  # a BOM an editor wrote: not a name
     except FileNotFoundError:
         pass  # class numbers
     except UnicodeDecodeError as e:
@@ -181,6 +187,10 @@ def read_images(paths, meta, resize=False):
             raise UserError(f"{path} is a {kind} of {w}x{h} pixels" + (
                 f" x {frames} frames" if frames > 1 else "") + f", more than predict's limit of "
                 f"{MAX_PIXELS:,} pixels (width x height x frames); scale it down first")
+        if meta["input"] == "encoded" and (kind not in ENCODED or frames > 1):
+            raise UserError(f"{path} is a {kind}" + (f" of {frames} frames" if frames > 1 else "")
+                            + f"; the {meta['dataset']} model decodes JPEG, PNG and one-frame GIF "
+                            "files, as its evaluation does: convert it to JPEG or PNG")
         try:  # encoded files are decoded in the graph as evaluation does: decode_jpeg (JPEG, PNG)
             image = (tf.io.decode_jpeg(raw, channels=3) if meta["input"] == "encoded" else
                      tf.io.decode_image(raw, channels=3, expand_animations=False))

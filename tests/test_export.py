@@ -1,6 +1,7 @@
 """Export and prediction: a run's checkpoint becomes a SavedModel that serves raw images with the
 run's evaluation preprocessing, a .keras model and a model card (resnet_nobn/export.py,
 run/export.py, run/predict.py)."""
+import dataclasses
 import json
 import os
 import shutil
@@ -178,6 +179,44 @@ def test_imagenet_export_decodes_jpeg_bytes_as_evaluation_does(tmp_path):
     assert (tmp_path / "exp" / "labels.txt").read_text().splitlines()[0] == "n01440764"
 
 
+def test_the_card_of_a_paper_run_on_another_seed_calls_it_the_papers_network(tmp_path):
+    """The head's seed follows --seed: config.json records it as used, which is neither a flag the
+    run was given nor a change of the network (it was \"Not the paper's network: head_seed: 0
+    there, 3 here\" and \"--head_seed=3\"). A BN twin with --init=identity was listed without it."""
+    from resnet_nobn import recipes
+    from resnet_nobn.config import TrainConfig
+    from resnet_nobn.model_card import model_card
+    paper = recipes.cifar()
+    for seed, head_seed in ((3, None), (0, None), (3, 5)):
+        ran = TrainConfig.from_json(dataclasses.replace(
+            paper, seed=seed, model=dataclasses.replace(paper.model, head_seed=head_seed),
+            model_dir=str(tmp_path)).to_json())  # as the export reads it from config.json
+        card = model_card(ran, paper.train_steps, [], None, {}, "names", "E", str(tmp_path), 1)
+        assert "paper's network" not in card, card
+        assert "--head_seed" not in card if head_seed is None else "`--head_seed=5`" in card
+        assert f"One run (seed {seed}) of the paper's setup" in card, card
+    # --init as run, where --init=auto (the flag's default) would give another
+    for norm, init, flag in (("batch", "identity", "--init=identity"), ("none", "he", "--init=he"),
+                             ("batch", "he", None), ("none", "identity", None)):
+        model = dataclasses.replace(paper.model, norm=norm, init=init)
+        ran = TrainConfig.from_json(dataclasses.replace(paper, model=model).to_json())
+        card = model_card(ran, 1, [], None, {}, "names", "E", str(tmp_path), 1)
+        assert ("--init=" not in card) if flag is None else (f"`{flag}`" in card), (norm, init)
+
+
+def test_the_card_says_how_much_of_the_split_the_evaluation_it_gives_covered(tmp_path):
+    """From the evaluation's own image count: a final --eval_only on the whole test split of a run
+    trained with --eval_steps=10 was \"on 10,000 images ... (its first 10 batches of 128)\"."""
+    from resnet_nobn.model_card import model_card
+    for eval_steps, n, said in ((10, 10_000, "10,000 images of the test split (the whole split)"),
+                                (0, 640, "640 images of the test split (its first 5 batches"),
+                                (10, 1280, "1,280 images of the test split (its first 10 batches")):
+        cfg = tiny_config(tmp_path, use_synthetic_data=False, batch_size=128, eval_steps=eval_steps)
+        results = {"history": [dict(step=6, top1_error=0.5, top5_error=0.1, eval_examples=n)]}
+        card = model_card(cfg, 6, [], None, results, "names", "E", str(tmp_path), 1)
+        assert said in card, card
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A tiny run on synthetic data with checkpoints at steps 0, 2 and 4."""
@@ -212,6 +251,7 @@ def test_newest_finite_checkpoint_is_exported_and_named(tmp_path, tiny_run):
     history = json.loads((run_dir / "results.json").read_text())["history"]
     at2 = next(h for h in history if h["step"] == 2)
     assert f"**{100 * at2['top1_error']:.2f}%**" in card and "at step 2, on" in card
+    assert "step 2: chosen with `--checkpoint`." in card and "the newest" not in card, card
     # a checkpoint without an evaluation gets no error at all (not another step's)
     export.export(str(run_dir), str(tmp_path / "d"), checkpoint=0, log=said.append)
     card = (tmp_path / "d" / "model_card.md").read_text()

@@ -147,6 +147,25 @@ def test_label_names_reach_the_terminal_escaped(tmp_path, made):
     assert p.stdout.splitlines()[0] == f"{tmp_path}/a\\x1bb.png"
 
 
+def test_a_file_a_file_manager_added_to_saved_model_does_not_void_the_export(tmp_path, made):
+    """The digest covers the files an export writes (what TensorFlow loads): a .DS_Store that
+    Finder left in saved_model/ made a valid export \"not match\" its export.json."""
+    exp = tmp_path / "exp"
+    shutil.copytree(made / "exp4", exp)
+    for where in ("saved_model", "saved_model/variables"):
+        (exp / where / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    assert predict.read_export(str(exp))[0]["step"] == 4
+
+
+def test_labels_saved_by_an_editor_with_a_byte_order_mark_are_read_as_written(tmp_path, made):
+    """The BOM of a labels.txt an editor saved as "UTF-8 with BOM" was the start of class 0's
+    name, printed as '\\ufeffc0'."""
+    exp = tmp_path / "exp"
+    shutil.copytree(made / "exp4", exp)
+    (exp / "labels.txt").write_text("".join(f"c{i}\r\n" for i in range(10)), encoding="utf-8-sig")
+    assert predict.read_export(str(exp))[1] == [f"c{i}" for i in range(10)]
+
+
 @pytest.mark.parametrize("case,expected", [
     ("labels_latin1", "labels.txt is not UTF-8 text"),
     ("labels_short", "labels.txt has 9 lines, the model 10 classes"),
@@ -281,3 +300,28 @@ def test_the_card_and_the_docs_say_how_to_load_model_keras_and_the_pixel_limit(m
         assert f"\n{line}\n" in card and f"\n  {line}\n" in docs, line
     assert "after `import resnet_nobn`" not in card + docs
     assert f"more than {predict.MAX_PIXELS:,} pixels" in docs
+
+
+def test_an_imagenet_model_refuses_a_format_its_graph_does_not_decode(tmp_path):
+    """The ImageNet graph decodes with tf.io.decode_jpeg, as evaluation does: JPEG, PNG and a GIF
+    of one frame. A WebP passed the check and failed inside the SavedModel (a traceback); a BMP or
+    an animated GIF was called damaged."""
+    import io
+
+    from PIL import Image  # a dependency of matplotlib (requirements.txt)
+    pixels = np.random.default_rng(0).integers(0, 256, (40, 30, 3)).astype(np.uint8)
+    webp = io.BytesIO()
+    Image.fromarray(pixels).save(webp, format="WEBP")
+    meta = dict(image_size=224, input="encoded", dataset="imagenet2012")
+    for name, raw, kind in (("photo.webp", webp.getvalue(), "WebP"),
+                            ("grey.bmp", _bmp(6, 4), "BMP"),
+                            ("frames.gif", _gif(1, 1, frames=2), "GIF of 2 frames")):
+        (tmp_path / name).write_bytes(raw)
+        with pytest.raises(UserError, match=f"{name} is a {kind}; the imagenet2012 model decodes "
+                                            "JPEG, PNG and one-frame GIF files, as its evaluation "
+                                            "does: convert it to JPEG or PNG"):
+            predict.read_images([str(tmp_path / name)], meta)
+    (tmp_path / "one.gif").write_bytes(_gif(1, 1))
+    (tmp_path / "a.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    inputs, _ = predict.read_images([str(tmp_path / "one.gif"), str(tmp_path / "a.png")], meta)
+    assert inputs.dtype == tf.string and inputs.shape == (2,)
