@@ -151,14 +151,17 @@ def check_same_step(strategy, step, model_dir):
     import tensorflow as tf
 
     @tf.function
-    def total():
-        return strategy.reduce("SUM", strategy.run(lambda: tf.constant(step, tf.int64)), axis=None)
+    def moments():
+        mine = strategy.run(lambda: tf.constant([step, step * step], tf.int64))
+        return strategy.reduce("SUM", mine, axis=None)
 
-    # The sum is replicas * step on every worker iff all workers restored the same step (any
-    # difference makes at least one worker see another sum and stop).
+    # The sums of the steps and of their squares, the same on every worker: the steps are all
+    # equal iff replicas * sum(s^2) == sum(s)^2 (Cauchy-Schwarz), so every worker stops, not only
+    # those whose step differs from the mean (with 3 workers at 3, 6, 9 the one at 6 is the mean).
     replicas = strategy.num_replicas_in_sync
-    mean = int(total()) / replicas
-    if mean != step:
-        raise UserError(f"the workers resumed from different steps (this one {step}, mean {mean:g}): "
+    total, squares = (int(v) for v in moments())
+    if replicas * squares != total * total:
+        raise UserError(f"the workers resumed from different steps (this one {step}, mean "
+                        f"{total / replicas:g}): "
                         f"every worker must see the same --model_dir={model_dir}, on a shared file "
                         "system (NFS, GCS, ...), to restore the chief's checkpoint")

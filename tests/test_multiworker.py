@@ -299,3 +299,33 @@ def test_xla_bn_twin_on_two_workers_is_refused_at_start_up(tmp_path, cleanup):
                          "not compile under tf.distribute; drop --xla, or use "
                          "--strategy=one_device"], _logs(procs)
     assert not (tmp_path / "run" / "ckpt").exists()
+
+
+class _Workers:
+    """A stand-in for MultiWorkerMirroredStrategy: this worker's value summed with the others'."""
+
+    def __init__(self, other_steps):
+        import tensorflow as tf
+        self.num_replicas_in_sync = 1 + len(other_steps)
+        self.others = tf.constant([[s, s * s] for s in other_steps], tf.int64)
+        self.cluster_resolver = type("Resolver", (), {
+            "cluster_spec": lambda self: type("Spec", (), {"jobs": ["worker"]})()})()
+
+    def run(self, fn):
+        return fn()
+
+    def reduce(self, op, value, axis):
+        assert op == "SUM" and axis is None
+        import tensorflow as tf
+        summed = tf.reduce_sum(self.others, axis=0)  # [sum of steps, sum of their squares]
+        return value + (summed if value.shape.rank else summed[0])
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_whose_step_is_the_mean_of_different_steps_stops_too():
+    from resnet_nobn.errors import UserError
+    from resnet_nobn.multiworker import check_same_step
+    check_same_step(_Workers([6, 6]), 6, "/shared/run")  # the same step everywhere: no error
+    for this, others in [(6, [3, 9]), (3, [6, 9]), (5, [5, 4, 6])]:
+        with pytest.raises(UserError, match="resumed from different steps"):
+            check_same_step(_Workers(others), this, "/shared/run")
