@@ -163,6 +163,12 @@ def header_size(raw):
     return None
 
 
+def shorter(size):
+    """The shorter side an ImageNet model of `size` resizes an image to (resnet_nobn/imagenet.py)."""
+    from resnet_nobn import imagenet
+    return size * imagenet._EVAL_RESIZE / imagenet.INFO.image_size
+
+
 def read_images(paths, meta, resize=False):
     """(the serving input for `paths`, a note per file); UserError for a file that cannot be read
     or decoded, claims more than MAX_PIXELS pixels, or (CIFAR, without `resize`) is not of the
@@ -191,6 +197,10 @@ def read_images(paths, meta, resize=False):
             raise UserError(f"{path} is a {kind}" + (f" of {frames} frames" if frames > 1 else "")
                             + f"; the {meta['dataset']} model decodes JPEG, PNG and one-frame GIF "
                             "files, as its evaluation does: convert it to JPEG or PNG")
+        if meta["input"] == "encoded" and w * h * (shorter(size) / min(w, h)) ** 2 > MAX_PIXELS:
+            raise UserError(f"{path} is {w}x{h} pixels: its shorter side resized to {shorter(size):g}"
+                            f", as evaluation does, makes more than predict's limit of "
+                            f"{MAX_PIXELS:,} pixels; crop it closer to square first")
         try:  # encoded files are decoded in the graph as evaluation does: decode_jpeg (JPEG, PNG)
             image = (tf.io.decode_jpeg(raw, channels=3) if meta["input"] == "encoded" else
                      tf.io.decode_image(raw, channels=3, expand_animations=False))

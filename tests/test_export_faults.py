@@ -325,3 +325,17 @@ def test_an_imagenet_model_refuses_a_format_its_graph_does_not_decode(tmp_path):
     (tmp_path / "a.png").write_bytes(tf.io.encode_png(pixels).numpy())
     inputs, _ = predict.read_images([str(tmp_path / "one.gif"), str(tmp_path / "a.png")], meta)
     assert inputs.dtype == tf.string and inputs.shape == (2,)
+
+
+def test_an_imagenet_model_refuses_an_image_its_resize_would_make_too_large(tmp_path):
+    """The graph resizes the shorter side to 256 (evaluation's): a 2000x1 strip becomes 512,000 x
+    256 pixels, past MAX_PIXELS, and was decoded and resized inside the SavedModel (gigabytes)."""
+    meta = dict(image_size=224, input="encoded", dataset="imagenet2012")
+    strip = tmp_path / "strip.png"
+    strip.write_bytes(tf.io.encode_png(tf.zeros([1, 2000, 3], tf.uint8)).numpy())
+    with pytest.raises(UserError, match=r"strip.png is 2000x1 pixels: its shorter side resized to "
+                                        r"256, .* crop it closer to square first"):
+        predict.read_images([str(strip)], meta)
+    square = tmp_path / "square.png"
+    square.write_bytes(tf.io.encode_png(tf.zeros([300, 400, 3], tf.uint8)).numpy())
+    assert predict.read_images([str(square)], meta)[0].shape == (1,)
