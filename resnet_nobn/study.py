@@ -39,7 +39,7 @@ import time
 
 from resnet_nobn import advice
 from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs, resolve_init
-from resnet_nobn.rundir import DIVERGED, atomic_write_json, holder, read_json
+from resnet_nobn.rundir import DIVERGED, atomic_write_json, holder, read_json, retry_flags
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 
@@ -170,7 +170,7 @@ def launch_flags(cfg, follow_advice=False):
     followed = advice.advised_flags(_results(cfg))
     if followed or not follow_advice or run_state(cfg) != "diverged":
         return followed
-    return advice.retry_flags(cfg.model_dir)
+    return retry_flags(cfg.model_dir)
 
 
 def _write_status(cfg, **status):
@@ -233,7 +233,7 @@ def _skipped(cfg, state, followed):
         return (f"diverged again after it was continued with "
                 f"{' '.join(advice.advised_flags(_results(cfg)))}, skipped (see its train.log)")
     return (f"diverged, skipped (--follow_retry_advice continues it with "
-            f"{' '.join(advice.retry_flags(cfg.model_dir))})")
+            f"{' '.join(retry_flags(cfg.model_dir))})")
 
 
 def _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log, python):
