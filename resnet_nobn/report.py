@@ -12,14 +12,15 @@ import os
 import numpy as np
 
 from resnet_nobn import advice, recipes
+from resnet_nobn.config import RESUMABLE_FIELDS
 from resnet_nobn.console import hms
 from resnet_nobn.curves import figure_formats, plot_curves
 from resnet_nobn.rundir import atomic_write_text, holder, read_json
 from resnet_nobn.study import STATUS, blocks_text
 
-# Config fields that do not distinguish one configuration from another in the report.
-_NOT_A_FACTOR = ("seed", "model_dir", "data_dir", "eval_only", "eval_every", "eval_steps",
-                 "checkpoint_every", "log_every", "strategy", "train_steps")
+# Config fields that do not distinguish one configuration from another in the report: the seed,
+# and where a run ran, for how long and its bookkeeping (what a resume may change).
+_NOT_A_FACTOR = ("seed", "eval_only") + RESUMABLE_FIELDS
 
 # The fields that make a network the paper's (Table 1 or the ImageNet variant), whatever its
 # norm, init and head.

@@ -384,3 +384,19 @@ def test_ablate_prints_no_tensorflow_start_up_lines(tmp_path):
                            *TINY], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
     assert proc.stdout.count("--model_dir=") == 1
+
+
+def test_report_groups_the_seeds_of_a_configuration_whatever_they_ran_on(tmp_path):
+    """A run resumed with --xla or another --steps_per_loop (what a resume may change) stays in
+    its configuration's row."""
+    root = str(tmp_path)
+    for seed, changes in ((0, {}), (1, dict(xla=True)), (2, dict(steps_per_loop=10))):
+        _fake_run(root, "ours", seed, 0.07)
+        for name in ("results.json", "config.json"):
+            path = os.path.join(root, "ours", f"seed-{seed}", name)
+            obj = json.load(open(path))
+            (obj.get("config") or obj).update(changes)
+            json.dump(obj, open(path, "w"))
+    text, _, _ = report.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0,1,2 |" in row and "xla" not in row
