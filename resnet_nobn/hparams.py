@@ -58,6 +58,9 @@ def write_hparams_config(root, configs):
     return hparams
 
 
+NAMED_ALWAYS = ("relu_leakiness", "learning_rate")  # in the trial id even if the study keeps them
+
+
 def write_run_hparams(cfg):
     """hp.hparams in the run's directory (once), so TensorBoard pairs it with train/ and eval/."""
     import tensorflow as tf
@@ -67,6 +70,7 @@ def write_run_hparams(cfg):
         return False
     writer = tf.summary.create_file_writer(cfg.model_dir)
     with writer.as_default():
-        hp.hparams(hparams_of(cfg), trial_id=run_name(cfg))
+        # the trial id is TensorBoard's group: runs of one id are one row of the HParams tab
+        hp.hparams(hparams_of(cfg), trial_id=run_name(cfg, NAMED_ALWAYS))
     writer.close()
     return True

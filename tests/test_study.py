@@ -400,3 +400,20 @@ def test_report_groups_the_seeds_of_a_configuration_whatever_they_ran_on(tmp_pat
     text, _, _ = report.report(root)
     (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
     assert "| 0,1,2 |" in row and "xla" not in row
+
+
+def test_runs_that_differ_in_learning_rate_are_two_rows_of_the_hparams_tab(tmp_path):
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    configs = study.make_grid(tiny_config(tmp_path), str(tmp_path), ["none"], ["identity"],
+                              ["random"], [(1, 1, 1)], [0], learning_rates=[0.01, 0.02],
+                              leakiness=[0.0, 0.1])
+    groups = set()
+    for cfg in configs:
+        assert hparams.write_run_hparams(cfg)
+        (events,) = [n for n in os.listdir(cfg.model_dir) if n.startswith("events.out.tfevents.")]
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(cfg.model_dir, events)):
+            for v in event.summary.value:
+                if v.tag == "_hparams_/session_start_info":
+                    groups.add(plugin_data_pb2.HParamsPluginData.FromString(
+                        v.metadata.plugin_data.content).session_start_info.group_name)
+    assert len(configs) == 4 and len(groups) == 4  # TensorBoard groups runs by it
