@@ -6,7 +6,7 @@ import os
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.rundir import read_json
-from resnet_nobn.study import blocks_text, run_name
+from resnet_nobn.study import OPTIONAL, blocks_text, run_name
 
 
 def hparams_of(cfg):
@@ -58,9 +58,6 @@ def write_hparams_config(root, configs):
     return hparams
 
 
-NAMED_ALWAYS = ("relu_leakiness", "learning_rate")  # in the trial id even if the study keeps them
-
-
 def write_run_hparams(cfg):
     """hp.hparams in the run's directory (once), so TensorBoard pairs it with train/ and eval/."""
     import tensorflow as tf
@@ -71,6 +68,6 @@ def write_run_hparams(cfg):
     writer = tf.summary.create_file_writer(cfg.model_dir)
     with writer.as_default():
         # the trial id is TensorBoard's group: runs of one id are one row of the HParams tab
-        hp.hparams(hparams_of(cfg), trial_id=run_name(cfg, NAMED_ALWAYS))
+        hp.hparams(hparams_of(cfg), trial_id=run_name(cfg, OPTIONAL))
     writer.close()
     return True

@@ -38,7 +38,8 @@ import sys
 import time
 
 from resnet_nobn import advice
-from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs, resolve_init
+from resnet_nobn.config import (RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, config_diffs, differences,
+                                resolve_init)
 from resnet_nobn.rundir import DIVERGED, atomic_write_json, holder, read_json, retry_flags
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
@@ -67,9 +68,12 @@ def parse_blocks(text, num_stages):
     return tuple(parts)
 
 
+OPTIONAL = ("relu_leakiness", "learning_rate")  # named in a run's directory if its study varies them
+
+
 def run_name(cfg, named=()):
     """ROOT-relative directory of a run: <dataset>/<configuration>/seed-<k>; `named` lists the
-    optional factors ('relu_leakiness', 'learning_rate') the study varies, named in it too."""
+    OPTIONAL factors the study varies, named in it too."""
     m = cfg.model
     extra = "".join(f"_{tag}-{value}" for tag, key, value in (
         ("leak", "relu_leakiness", m.relu_leakiness), ("lr", "learning_rate", cfg.learning_rate))
@@ -101,11 +105,30 @@ def make_grid(base, root, norms, inits, heads, blocks, seeds, leakiness=None, le
                                     relu_leakiness=float(leak))
         cfg = dataclasses.replace(base, model=model, seed=int(seed), model_dir="",
                                   learning_rate=float(lr))
-        cfg = dataclasses.replace(cfg, model_dir=os.path.join(root, run_name(cfg, named)))
+        cfg = dataclasses.replace(cfg, model_dir=_run_dir(cfg, root, named))
         if cfg.model_dir not in seen:
             seen.add(cfg.model_dir)
             configs.append(cfg)
     return configs
+
+
+def _run_dir(cfg, root, named):
+    """ROOT/run_name(cfg, named), or the directory in which a study that named other OPTIONAL
+    factors (one run with --vary_learning_rate, one without) has the same run: a run is trained
+    once, and counted once in the report."""
+    names = [run_name(cfg, named)] + [run_name(cfg, n) for k in range(len(OPTIONAL) + 1)
+                                      for n in itertools.combinations(OPTIONAL, k)]
+    for name in names:
+        path = os.path.join(root, name)
+        old = read_json(os.path.join(path, "config.json"))
+        try:
+            diffs = differences(advice.as_started(old, read_json(
+                os.path.join(path, "results.json"))), cfg.to_json()) if old else None
+        except ValueError:  # not a run's config.json: check_compatible says so
+            diffs = None
+        if diffs is not None and all(k in RESUMABLE_FIELDS + ("eval_only",) for k, _, _ in diffs):
+            return path
+    return os.path.join(root, names[0])
 
 
 def factor_args(cfg):

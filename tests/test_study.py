@@ -417,3 +417,35 @@ def test_runs_that_differ_in_learning_rate_are_two_rows_of_the_hparams_tab(tmp_p
                     groups.add(plugin_data_pb2.HParamsPluginData.FromString(
                         v.metadata.plugin_data.content).session_start_info.group_name)
     assert len(configs) == 4 and len(groups) == 4  # TensorBoard groups runs by it
+
+
+def test_a_run_is_trained_once_by_studies_that_name_the_learning_rate_or_not(tmp_path):
+    """One study varies --learning_rate (its directories say it), another keeps the base rate:
+    the run they have in common is one directory, whichever study made it."""
+    root = str(tmp_path)
+    base = tiny_config(tmp_path, learning_rate=0.01)
+
+    def grid(**varied):
+        return study.make_grid(base, root, ["none"], ["identity"], ["random"], [(1, 1, 1)], [0],
+                               **varied)
+    (plain,) = grid()
+    os.makedirs(plain.model_dir)
+    json.dump(plain.to_json(), open(os.path.join(plain.model_dir, "config.json"), "w"))
+    varied = grid(learning_rates=[0.01, 0.02])
+    assert [c.model_dir for c in varied] == [
+        plain.model_dir, plain.model_dir.replace("blocks-1", "blocks-1_lr-0.02")]
+    for cfg in varied:
+        study.check_compatible(cfg)
+    # the other way round: a run of the varied study is the plain study's run
+    other = tmp_path / "other"
+    (at_002,) = [c for c in study.make_grid(base, str(other), ["none"], ["identity"], ["random"],
+                                            [(1, 1, 1)], [0], learning_rates=[0.02])]
+    os.makedirs(at_002.model_dir)
+    json.dump(at_002.to_json(), open(os.path.join(at_002.model_dir, "config.json"), "w"))
+    (plain_002,) = study.make_grid(dataclasses.replace(base, learning_rate=0.02), str(other),
+                                   ["none"], ["identity"], ["random"], [(1, 1, 1)], [0])
+    assert plain_002.model_dir == at_002.model_dir
+    # a run under the plain name at another rate is another run
+    (plain_001,) = study.make_grid(base, str(other), ["none"], ["identity"], ["random"],
+                                   [(1, 1, 1)], [0], learning_rates=[0.01])
+    assert plain_001.model_dir.endswith("blocks-1_lr-0.01/seed-0")
