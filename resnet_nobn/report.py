@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from resnet_nobn import advice, recipes
-from resnet_nobn.config import RESUMABLE_FIELDS
+from resnet_nobn.config import RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, differences
 from resnet_nobn.console import hms
 from resnet_nobn.curves import figure_formats, plot_curves
 from resnet_nobn.rundir import atomic_write_text, holder, read_json
@@ -164,6 +164,15 @@ def paper_row(config):
     return None
 
 
+def paper_settings(config):
+    """Whether `config` (a run's, as started) trains with the paper's recipe for its dataset: its
+    scientific settings (resnet_nobn/config.py: SCIENTIFIC_FIELDS) other than the seed are the
+    recipe's (its network is the paper's: `paper_row`)."""
+    recipe = recipes.imagenet() if config.get("dataset") == "imagenet2012" else recipes.cifar()
+    fields = [f for f in SCIENTIFIC_FIELDS if f not in ("seed", "dataset")]
+    return not [k for k, _, _ in differences(config, recipe.to_json()) if k in fields]
+
+
 def summarize(runs):
     """One row per configuration (runs grouped over seeds), sorted; each a dict."""
     groups = {}
@@ -198,6 +207,7 @@ def summarize(runs):
             train_steps=c.get("train_steps"), top1=top1, top5=top5, loss=loss,
             wall=[r.get("wall_time_s") or 0.0 for r in members],
             statuses=[r["status"] for r in members], paper=paper_row(c),
+            paper_settings=bool(paper_row(c)) and paper_settings(c),
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
             continued=[(r["config"].get("seed"), r["advice"]) for r in members if r.get("advice")],
             curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])
@@ -269,7 +279,7 @@ def markdown_table(rows):
         lines.append("seeds: the statistics are over the seeds listed, those with a result; "
                      "the runs in parentheses include some without one.")
     for r in rows:
-        settings = "the paper's settings" if r["paper"] else "the settings of its row"
+        settings = "the paper's settings" if r["paper_settings"] else "the settings of its row"
         for seed, (step, flags) in r["continued"]:
             lines.append(f"‡ {r['dataset']} {r['label']} seed {seed}: diverged at step {step} with "
                          f"{settings}; continued with `{flags}`; its errors are those it reached "

@@ -145,7 +145,8 @@ def _fake_continued_run(root, flags_changed, diverged_at=66, resumed_from=40):
              strides=[1, 2, 2], stem_width=16, stem_kernel=3, stem_stride=1, kernel_size=3,
              norm="none", init="identity", head="random", head_seed=0, relu_leakiness=0.1)
     started = dict(model=m, dataset="cifar10", use_synthetic_data=False, train_steps=100,
-                   batch_size=128, learning_rate=0.05, clip_norm=0.0, seed=0, model_dir="x")
+                   crop_padding=2, batch_size=128, learning_rate=0.05, clip_norm=0.0, seed=0,
+                   model_dir="x")
     now = dict(started, **{k: to for k, (_, to) in flags_changed.items()})
     changes = [dict(step=resumed_from, field=k, **{"from": frm, "to": to})
                for k, (frm, to) in flags_changed.items()]
@@ -168,6 +169,17 @@ def test_report_marks_a_continued_run_and_keeps_it_in_its_configurations_row(tmp
     assert "learning_rate" not in row  # grouped with the paper's settings it was started with
     assert ("‡ cifar10 none / identity / random / 9 seed 0: diverged at step 66 with the paper's "
             "settings; continued with `--clip_norm=1 --learning_rate=0.1`") in text
+
+
+def test_report_says_the_papers_settings_diverged_only_when_they_were_the_papers(tmp_path):
+    """A run of the paper's network started at another learning rate than the paper's diverged
+    with the settings of its row, not with the paper's."""
+    _fake_continued_run(str(tmp_path), {"learning_rate": (0.1, 0.02)})
+    text, _, _ = report.report(str(tmp_path))
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "learning_rate" not in row and "6.38 (Ours)" in row  # the paper's network
+    assert ("seed 0: diverged at step 66 with the settings of its row; continued with "
+            "`--learning_rate=0.02`") in text
 
 
 def test_the_study_compares_a_continued_run_as_started_and_launches_it_with_its_flags(tmp_path):
@@ -266,7 +278,8 @@ def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
     cfg = tiny_config(tmp_path / "run", train_steps=4)
     os.makedirs(cfg.model_dir)
     json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
-    json.dump(dict(step=3, retry_with=0.01), open(os.path.join(cfg.model_dir, "diverged.json"), "w"))
+    json.dump(dict(step=3, retry_with=0.01),
+              open(os.path.join(cfg.model_dir, "diverged.json"), "w"))
     assert rundir.retry_flags(cfg.model_dir) == []
     with pytest.raises(UserError, match=r"learning_rate: 0.01 there, 0.02 here\); re-run"):
         rundir.check_model_dir(tiny_config(tmp_path / "run", train_steps=4, learning_rate=0.02))
