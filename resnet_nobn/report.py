@@ -246,7 +246,7 @@ def markdown_table(rows):
              "top-1 error (%) | top-5 error (%) | test loss | train time (mean h:mm:ss) | "
              "paper Table 2 top-1 (%) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    notes = set()
+    notes, unfinished = set(), set()
     for r in rows:
         ds = r["dataset"] + (" (synthetic)" if r["synthetic"] else "")
         lo, hi = min(r["steps"]), max(r["steps"])
@@ -254,7 +254,7 @@ def markdown_table(rows):
         bad = [s for s in r["statuses"] if s != "finished"]
         if bad:
             steps += f" of {r['train_steps']} ({', '.join(sorted(set(bad)))}: {len(bad)} of {len(r['statuses'])})"
-            notes.add("unfinished")
+            unfinished |= set(bad)
         seeds = ",".join(str(s) for s in r["seeds"]) or "none"
         if len(r["seeds"]) < len(r["all_seeds"]):
             seeds += f" (of {','.join(str(s) for s in r['all_seeds'])})"
@@ -272,9 +272,10 @@ def markdown_table(rows):
     if "resnet" in notes:
         lines.append("† Table 2's ResNet row is a published ResNet, not this BN twin of the "
                      "all-convolutional net; it is shown for reference.")
-    if "unfinished" in notes:
-        lines.append("Rows marked failed/partial/timeout include runs that did not reach "
-                     "train_steps; their errors are from their last evaluation, if any.")
+    if unfinished:
+        lines.append(f"Rows marked {'/'.join(sorted(unfinished))} include runs that did not "
+                     "reach train_steps; their errors, in the mean, are from their last "
+                     "evaluation, if any.")
     if "seeds" in notes:
         lines.append("seeds: the statistics are over the seeds listed, those with a result; "
                      "the runs in parentheses include some without one.")

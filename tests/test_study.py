@@ -449,3 +449,16 @@ def test_a_run_is_trained_once_by_studies_that_name_the_learning_rate_or_not(tmp
     (plain_001,) = study.make_grid(base, str(other), ["none"], ["identity"], ["random"],
                                    [(1, 1, 1)], [0], learning_rates=[0.01])
     assert plain_001.model_dir.endswith("blocks-1_lr-0.01/seed-0")
+
+
+def test_report_footnote_names_the_states_of_the_unfinished_runs_it_averages(tmp_path):
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.30, steps=60)
+    json.dump(dict(status="diverged"), open(os.path.join(root, "ours", "seed-1",
+                                                         "study_status.json"), "w"))
+    text, _, _ = report.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0,1 |" in row and "60–100 of 100 (diverged: 1 of 2)" in row
+    assert ("Rows marked diverged include runs that did not reach train_steps; their errors, in "
+            "the mean, are from their last evaluation") in text
