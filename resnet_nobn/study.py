@@ -231,11 +231,9 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
         state = run_state(cfg)
         for attempt in (1, 2):  # the second: a run that diverged, once with its advice
             followed = bool(advice.advised_flags(_results(cfg)))
-            if state == "running":
-                log(f"{tag}: running in another process ({holder(cfg.model_dir)}), skipped")
-            elif state == "finished" or (state == "failed" and not retry_failed) or (
-                    state == "diverged" and (followed or not follow_advice)):
-                log(f"{tag}: {_skipped(cfg, state, followed)}")
+            why = skipped(cfg, state, retry_failed, follow_advice)
+            if why:
+                log(f"{tag}: {why}")
             else:
                 state = _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log,
                                 python)
@@ -244,6 +242,19 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
             break
         states[cfg.model_dir] = "failed" if state == "timeout" else state
     return states
+
+
+def skipped(cfg, state, retry_failed=False, follow_advice=False):
+    """What the study says of a run in `state` that it does not launch now, or None: a finished
+    one, one a live process trains, a failed one (unless `retry_failed`), a diverged one (unless
+    `follow_advice` and it has not followed its advice yet)."""
+    followed = bool(advice.advised_flags(_results(cfg)))
+    if state == "running":
+        return f"running in another process ({holder(cfg.model_dir)}), skipped"
+    if state == "finished" or (state == "failed" and not retry_failed) or (
+            state == "diverged" and (followed or not follow_advice)):
+        return _skipped(cfg, state, followed)
+    return None
 
 
 def _skipped(cfg, state, followed):

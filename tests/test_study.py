@@ -462,3 +462,20 @@ def test_report_footnote_names_the_states_of_the_unfinished_runs_it_averages(tmp
     assert "| 0,1 |" in row and "60–100 of 100 (diverged: 1 of 2)" in row
     assert ("Rows marked diverged include runs that did not reach train_steps; their errors, in "
             "the mean, are from their last evaluation") in text
+
+
+@pytest.mark.timeout(300)
+def test_print_commands_prints_what_the_study_would_launch_and_says_why_not_the_others(tmp_path):
+    args = [f"--root={tmp_path / 'study'}", "--print_commands", "--train_steps=2", *TINY]
+    first = run_cli("ablate.py", *args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    model_dir = first.stdout.split("--model_dir=")[1].split()[0]
+    json.dump(dict(step=1, retry_with="--learning_rate=0.005"),
+              open(os.path.join(model_dir, "diverged.json"), "w"))
+    diverged = run_cli("ablate.py", *args)
+    assert diverged.returncode == 0 and "--model_dir=" not in diverged.stdout, diverged.stdout
+    assert (f"# {model_dir}: diverged, skipped (--follow_retry_advice continues it with "
+            "--learning_rate=0.005)") in diverged.stderr
+    followed = run_cli("ablate.py", *args, "--follow_retry_advice")
+    assert followed.returncode == 0 and followed.stderr == "", followed.stderr
+    assert followed.stdout.strip().endswith(f"--model_dir={model_dir} --learning_rate=0.005")
