@@ -205,7 +205,7 @@ def summarize(runs):
             seeds=[r["config"].get("seed") for r in done],
             all_seeds=[r["config"].get("seed") for r in members], steps=steps,
             train_steps=c.get("train_steps"), top1=top1, top5=top5, loss=loss,
-            wall=[r.get("wall_time_s") or 0.0 for r in members],
+            wall=[r.get("wall_time_s") or 0.0 for r in done],
             statuses=[r["status"] for r in members], paper=paper_row(c),
             paper_settings=bool(paper_row(c)) and paper_settings(c),
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
@@ -264,11 +264,11 @@ def markdown_table(rows):
             notes.add("resnet")
         label = r["label"] + (" ‡" if r["continued"] else "")
         lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_std(r['top1'])} | "
-                     f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {hms(np.mean(r['wall']))} | {paper} |")
+                     f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {hms(np.mean(r['wall'])) if r['wall'] else '–'} | {paper} |")
     lines.append("")
     lines.append("Errors and test loss are from the last evaluation of each run, mean ± sample "
                  "standard deviation over the seeds listed; train time is the training loop's "
-                 "(results.json wall_time_s), without start-up.")
+                 "(results.json wall_time_s), without start-up, mean over the same seeds.")
     if "resnet" in notes:
         lines.append("† Table 2's ResNet row is a published ResNet, not this BN twin of the "
                      "all-convolutional net; it is shown for reference.")

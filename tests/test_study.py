@@ -479,3 +479,16 @@ def test_print_commands_prints_what_the_study_would_launch_and_says_why_not_the_
     followed = run_cli("ablate.py", *args, "--follow_retry_advice")
     assert followed.returncode == 0 and followed.stderr == "", followed.stderr
     assert followed.stdout.strip().endswith(f"--model_dir={model_dir} --learning_rate=0.005")
+
+
+def test_report_train_time_is_the_mean_over_the_runs_with_a_result(tmp_path):
+    """A run that has not evaluated yet (no results.json) is no zero in the row's train time."""
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)  # wall_time_s 3600
+    _fake_run(root, "ours", 1, 0.07)
+    os.remove(os.path.join(root, "ours", "seed-1", "results.json"))
+    json.dump(dict(status="interrupted"), open(os.path.join(root, "ours", "seed-1",
+                                                            study.STATUS), "w"))
+    text, _, _ = report.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0 (of 0,1) |" in row and "| 1:00:00 |" in row, row
