@@ -285,10 +285,13 @@ def markdown_table(rows):
             lines.append(f"‡ {r['dataset']} {r['label']} seed {seed}: diverged at step {step} with "
                          f"{settings}; continued with `{flags}`; its errors are those it reached "
                          "with these flags.")
+        again = {seed for seed, _ in r["continued"]}
         for seed, d in r["diverged"]:
+            how = ("it went on with its advice once already, which run/ablate.py does not repeat: "
+                   "add these flags to its command (its train.log) to go on" if seed in again else
+                   "run/ablate.py --follow_retry_advice continues it with these flags")
             lines.append(f"Diverged: {r['dataset']} {r['label']} seed {seed} at step "
-                         f"{d.get('step')}; retry with: {d.get('retry_with')} "
-                         "(run/ablate.py --follow_retry_advice continues it with these flags)")
+                         f"{d.get('step')}; retry with: {d.get('retry_with')} ({how})")
     if any(r["synthetic"] for r in rows):
         lines.append("(synthetic): --use_synthetic_data, one fixed random batch with random labels, "
                      "trained and evaluated on: memorisation, not test error.")

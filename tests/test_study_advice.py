@@ -171,6 +171,16 @@ def test_report_marks_a_continued_run_and_keeps_it_in_its_configurations_row(tmp
             "settings; continued with `--clip_norm=1 --learning_rate=0.1`") in text
 
 
+def test_report_says_how_a_run_that_diverged_again_after_its_advice_goes_on(tmp_path):
+    _fake_continued_run(str(tmp_path), {"learning_rate": (0.05, 0.02)})
+    json.dump(dict(step=90, retry_with="--learning_rate=0.01"),
+              open(os.path.join(str(tmp_path), "ours", "seed-0", "diverged.json"), "w"))
+    text, _, _ = report.report(str(tmp_path))
+    (line,) = [l for l in text.splitlines() if l.startswith("Diverged:")]
+    assert "seed 0 at step 90; retry with: --learning_rate=0.01 (it went on with its advice " \
+           "once already" in line and "--follow_retry_advice" not in line, line
+
+
 def test_report_says_the_papers_settings_diverged_only_when_they_were_the_papers(tmp_path):
     """A run of the paper's network started at another learning rate than the paper's diverged
     with the settings of its row, not with the paper's."""
