@@ -316,6 +316,7 @@ def report(root, md_path=None, png_path=None, warn=None):
     rows = summarize(runs)
     text = markdown_table(rows)
     md_path = md_path or os.path.join(root, "report.md")
+    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
     png_link = os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))
     atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n"
                       f"![test error against steps]({png_link})\n")

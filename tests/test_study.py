@@ -492,3 +492,14 @@ def test_report_train_time_is_the_mean_over_the_runs_with_a_result(tmp_path):
     text, _, _ = report.report(root)
     (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
     assert "| 0 (of 0,1) |" in row and "| 1:00:00 |" in row, row
+
+
+def test_report_writes_its_table_into_a_new_directory_and_names_the_fix_for_a_bad_root(tmp_path):
+    root = str(tmp_path / "study")
+    _fake_run(root, "ours", 0, 0.07)
+    md = tmp_path / "reports" / "table2" / "report.md"
+    rep = run_cli("report.py", f"--root={root}", f"--out_md={md}", timeout=120)
+    assert rep.returncode == 0 and md.exists(), rep.stderr[-2000:]
+    missing = run_cli("report.py", f"--root={tmp_path / 'nope'}", timeout=120)
+    (line,) = missing.stderr.splitlines()
+    assert missing.returncode == 2 and line.startswith("error: --root=") and "; give the" in line
