@@ -503,3 +503,15 @@ def test_report_writes_its_table_into_a_new_directory_and_names_the_fix_for_a_ba
     missing = run_cli("report.py", f"--root={tmp_path / 'nope'}", timeout=120)
     (line,) = missing.stderr.splitlines()
     assert missing.returncode == 2 and line.startswith("error: --root=") and "; give the" in line
+
+
+def test_the_plot_counts_the_runs_of_a_line_that_have_a_curve(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+    from resnet_nobn import curves
+    legends = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: legends.extend(
+        t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()))
+    row = dict(dataset="cifar10", synthetic=False, label="none / identity / random / 9",
+               curves=[[(50, 9.0), (100, 7.0)], []])  # the second run has not evaluated yet
+    curves.plot_curves([row], str(tmp_path / "p.png"))
+    assert legends == ["none / identity / random / 9 (n=1)"]
