@@ -515,3 +515,19 @@ def test_the_plot_counts_the_runs_of_a_line_that_have_a_curve(tmp_path, monkeypa
                curves=[[(50, 9.0), (100, 7.0)], []])  # the second run has not evaluated yet
     curves.plot_curves([row], str(tmp_path / "p.png"))
     assert legends == ["none / identity / random / 9 (n=1)"]
+
+
+def test_report_marks_a_run_that_diverged_outside_a_study_as_diverged(tmp_path):
+    """A run trained by hand that diverged (diverged.json, no study_status.json) is in the state
+    the study gives it (study.run_state), not partial; so is one that a later launch left failed."""
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.30, steps=60)
+    _fake_run(root, "ours", 2, 0.30, steps=60)
+    for seed in (1, 2):
+        json.dump(dict(step=66, retry_with="--learning_rate=0.01"),
+                  open(os.path.join(root, "ours", f"seed-{seed}", "diverged.json"), "w"))
+    json.dump(dict(status="failed"), open(os.path.join(root, "ours", "seed-2", study.STATUS), "w"))
+    text, _, _ = report.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "(diverged: 2 of 3)" in row, row
