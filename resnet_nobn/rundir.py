@@ -2,8 +2,10 @@
 
 `config.json` and `results.json` are written whole, atomically (`atomic_write_json`); a run is
 refused a `model_dir` whose `config.json` is of another architecture or was trained with other
-settings (`check_model_dir`; what a resume may change is in resnet_nobn/config.py, and
-results.json records each change with its step under `resume_changes`); the chief holds
+settings (`check_model_dir`; what a resume may change is in resnet_nobn/config.py, and after
+a divergence what diverged.json's `retry with:` line advises, read by `retry_flags` for the
+trainer and the study alike; results.json records each change with its step under
+`resume_changes`, those that followed the advice being `advised`); the chief holds
 `model_dir/.lock` while it runs (`locked`). `ckpt/` holds the checkpoints (`steps_on_disk`);
 which of them a run restores is resnet_nobn/checkpoints.py's rule.
 
