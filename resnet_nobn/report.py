@@ -265,8 +265,9 @@ def markdown_table(rows):
         if r["paper"] and r["paper"][0].endswith("†"):
             notes.add("resnet")
         label = r["label"] + (" ‡" if r["continued"] else "")
+        wall = hms(np.mean(r["wall"])) if r["wall"] else "–"
         lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_std(r['top1'])} | "
-                     f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {hms(np.mean(r['wall'])) if r['wall'] else '–'} | {paper} |")
+                     f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {wall} | {paper} |")
     lines.append("")
     lines.append("Errors and test loss are from the last evaluation of each run, mean ± sample "
                  "standard deviation over the seeds listed; train time is the training loop's "

@@ -68,7 +68,8 @@ def parse_blocks(text, num_stages):
     return tuple(parts)
 
 
-OPTIONAL = ("relu_leakiness", "learning_rate")  # named in a run's directory if its study varies them
+# factors named in a run's directory only if its study varies them
+OPTIONAL = ("relu_leakiness", "learning_rate")
 
 
 def run_name(cfg, named=()):
