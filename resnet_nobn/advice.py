@@ -8,24 +8,15 @@ resume may then change a setting outside RESUMABLE_FIELDS only to the value that
 the run followed, whoever continued it: the study (run/ablate.py --follow_retry_advice) or a
 person by hand. Reads JSON only (no TensorFlow).
 """
-import os
-
-from resnet_nobn.config import RESUMABLE_FIELDS
-from resnet_nobn.rundir import DIVERGED, RESUME_CHANGES, read_json
-
-
-def retry_flags(model_dir):
-    """The `--flag=value` tokens of the run's pending `retry with:` line (diverged.json), or []."""
-    advice = (read_json(os.path.join(model_dir, DIVERGED)) or {}).get("retry_with") or ""
-    return [t for t in str(advice).split() if t.startswith("--") and "=" in t]
+from resnet_nobn import rundir
+from resnet_nobn.rundir import RESUME_CHANGES
 
 
 def advised_changes(results):
-    """The changes of `results` (a results.json object) outside RESUMABLE_FIELDS, oldest first:
-    {step, field, from, to} each, `step` the one the advised resume started from."""
-    changes = (results or {}).get(RESUME_CHANGES) or []
-    return [c for c in changes if isinstance(c, dict) and isinstance(c.get("field"), str)
-            and c["field"] not in RESUMABLE_FIELDS]
+    """The changes of `results` (a results.json object) made to follow the advice
+    (resnet_nobn/rundir.py: `advised`), oldest first: {step, field, from, to} each, `step` the one
+    the advised resume started from."""
+    return [c for c in (results or {}).get(RESUME_CHANGES) or [] if rundir.advised(c)]
 
 
 def flag_value(value):

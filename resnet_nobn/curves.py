@@ -23,8 +23,8 @@ def plot_curves(rows, path):
         for r in rows:
             if (r["dataset"], r["synthetic"]) != (ds, syn):
                 continue
-            by_step = {}
-            for curve in r["curves"]:
+            by_step, curves = {}, [c for c in r["curves"] if c]  # the runs evaluated so far
+            for curve in curves:
                 for step, err in curve:
                     by_step.setdefault(step, []).append(err)
             if not by_step:
@@ -32,8 +32,8 @@ def plot_curves(rows, path):
             steps = sorted(by_step)
             mean = [np.mean(by_step[s]) for s in steps]
             line, = ax.plot(steps, mean, marker="o", markersize=3,
-                            label=f"{r['label']} (n={len(r['curves'])})")
-            if len(r["curves"]) > 1:
+                            label=f"{r['label']} (n={len(curves)})")
+            if len(curves) > 1:
                 ax.fill_between(steps, [min(by_step[s]) for s in steps],
                                 [max(by_step[s]) for s in steps], color=line.get_color(), alpha=0.15)
         ax.set_title(ds + (" (synthetic: memorisation)" if syn else ""))

@@ -6,7 +6,7 @@ import os
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.rundir import read_json
-from resnet_nobn.study import blocks_text, run_name
+from resnet_nobn.study import OPTIONAL, blocks_text, run_name
 
 
 def hparams_of(cfg):
@@ -67,6 +67,7 @@ def write_run_hparams(cfg):
         return False
     writer = tf.summary.create_file_writer(cfg.model_dir)
     with writer.as_default():
-        hp.hparams(hparams_of(cfg), trial_id=run_name(cfg))
+        # the trial id is TensorBoard's group: runs of one id are one row of the HParams tab
+        hp.hparams(hparams_of(cfg), trial_id=run_name(cfg, OPTIONAL))
     writer.close()
     return True

@@ -12,14 +12,15 @@ import os
 import numpy as np
 
 from resnet_nobn import advice, recipes
+from resnet_nobn.config import RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, differences
 from resnet_nobn.console import hms
 from resnet_nobn.curves import figure_formats, plot_curves
-from resnet_nobn.rundir import atomic_write_text, holder, read_json
+from resnet_nobn.rundir import DIVERGED, atomic_write_text, holder, read_json
 from resnet_nobn.study import STATUS, blocks_text
 
-# Config fields that do not distinguish one configuration from another in the report.
-_NOT_A_FACTOR = ("seed", "model_dir", "data_dir", "eval_only", "eval_every", "eval_steps",
-                 "checkpoint_every", "log_every", "strategy", "train_steps")
+# Config fields that do not distinguish one configuration from another in the report: the seed,
+# and where a run ran, for how long and its bookkeeping (what a resume may change).
+_NOT_A_FACTOR = ("seed", "eval_only") + RESUMABLE_FIELDS
 
 # The fields that make a network the paper's (Table 1 or the ImageNet variant), whatever its
 # norm, init and head.
@@ -76,12 +77,14 @@ def load_runs(root, warn=None):
             run["status"] = "finished"
         elif holder(dirpath):  # a live process trains it, whatever an earlier attempt left
             run["status"] = "running"
+        elif os.path.exists(os.path.join(dirpath, DIVERGED)):  # as study.run_state: whoever ran it
+            run["status"] = "diverged"
         else:
             run["status"] = status.get("status") or "partial"
             if run["status"] in ("finished", "running"):  # stale status file
                 run["status"] = "partial"
         run["last_lines"] = status.get("last_lines", [])
-        run["diverged"] = read_json(os.path.join(dirpath, "diverged.json"))
+        run["diverged"] = read_json(os.path.join(dirpath, DIVERGED))
         if problem:
             run["status"] = "unreadable results.json"
         runs.append(run)
@@ -163,6 +166,15 @@ def paper_row(config):
     return None
 
 
+def paper_settings(config):
+    """Whether `config` (a run's, as started) trains with the paper's recipe for its dataset: its
+    scientific settings (resnet_nobn/config.py: SCIENTIFIC_FIELDS) other than the seed are the
+    recipe's (its network is the paper's: `paper_row`)."""
+    recipe = recipes.imagenet() if config.get("dataset") == "imagenet2012" else recipes.cifar()
+    fields = [f for f in SCIENTIFIC_FIELDS if f not in ("seed", "dataset")]
+    return not [k for k, _, _ in differences(config, recipe.to_json()) if k in fields]
+
+
 def summarize(runs):
     """One row per configuration (runs grouped over seeds), sorted; each a dict."""
     groups = {}
@@ -195,8 +207,9 @@ def summarize(runs):
             seeds=[r["config"].get("seed") for r in done],
             all_seeds=[r["config"].get("seed") for r in members], steps=steps,
             train_steps=c.get("train_steps"), top1=top1, top5=top5, loss=loss,
-            wall=[r.get("wall_time_s") or 0.0 for r in members],
+            wall=[r.get("wall_time_s") or 0.0 for r in done],
             statuses=[r["status"] for r in members], paper=paper_row(c),
+            paper_settings=bool(paper_row(c)) and paper_settings(c),
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
             continued=[(r["config"].get("seed"), r["advice"]) for r in members if r.get("advice")],
             curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])
@@ -235,7 +248,7 @@ def markdown_table(rows):
              "top-1 error (%) | top-5 error (%) | test loss | train time (mean h:mm:ss) | "
              "paper Table 2 top-1 (%) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    notes = set()
+    notes, unfinished = set(), set()
     for r in rows:
         ds = r["dataset"] + (" (synthetic)" if r["synthetic"] else "")
         lo, hi = min(r["steps"]), max(r["steps"])
@@ -243,7 +256,7 @@ def markdown_table(rows):
         bad = [s for s in r["statuses"] if s != "finished"]
         if bad:
             steps += f" of {r['train_steps']} ({', '.join(sorted(set(bad)))}: {len(bad)} of {len(r['statuses'])})"
-            notes.add("unfinished")
+            unfinished |= set(bad)
         seeds = ",".join(str(s) for s in r["seeds"]) or "none"
         if len(r["seeds"]) < len(r["all_seeds"]):
             seeds += f" (of {','.join(str(s) for s in r['all_seeds'])})"
@@ -252,31 +265,36 @@ def markdown_table(rows):
         if r["paper"] and r["paper"][0].endswith("†"):
             notes.add("resnet")
         label = r["label"] + (" ‡" if r["continued"] else "")
+        wall = hms(np.mean(r["wall"])) if r["wall"] else "–"
         lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_std(r['top1'])} | "
-                     f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {hms(np.mean(r['wall']))} | {paper} |")
+                     f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {wall} | {paper} |")
     lines.append("")
     lines.append("Errors and test loss are from the last evaluation of each run, mean ± sample "
                  "standard deviation over the seeds listed; train time is the training loop's "
-                 "(results.json wall_time_s), without start-up.")
+                 "(results.json wall_time_s), without start-up, mean over the same seeds.")
     if "resnet" in notes:
         lines.append("† Table 2's ResNet row is a published ResNet, not this BN twin of the "
                      "all-convolutional net; it is shown for reference.")
-    if "unfinished" in notes:
-        lines.append("Rows marked failed/partial/timeout include runs that did not reach "
-                     "train_steps; their errors are from their last evaluation, if any.")
+    if unfinished:
+        lines.append(f"Rows marked {'/'.join(sorted(unfinished))} include runs that did not "
+                     "reach train_steps; their errors, in the mean, are from their last "
+                     "evaluation, if any.")
     if "seeds" in notes:
         lines.append("seeds: the statistics are over the seeds listed, those with a result; "
                      "the runs in parentheses include some without one.")
     for r in rows:
-        settings = "the paper's settings" if r["paper"] else "the settings of its row"
+        settings = "the paper's settings" if r["paper_settings"] else "the settings of its row"
         for seed, (step, flags) in r["continued"]:
             lines.append(f"‡ {r['dataset']} {r['label']} seed {seed}: diverged at step {step} with "
                          f"{settings}; continued with `{flags}`; its errors are those it reached "
                          "with these flags.")
+        again = {seed for seed, _ in r["continued"]}
         for seed, d in r["diverged"]:
+            how = ("it went on with its advice once already, which run/ablate.py does not repeat: "
+                   "add these flags to its command (its train.log) to go on" if seed in again else
+                   "run/ablate.py --follow_retry_advice continues it with these flags")
             lines.append(f"Diverged: {r['dataset']} {r['label']} seed {seed} at step "
-                         f"{d.get('step')}; retry with: {d.get('retry_with')} "
-                         "(run/ablate.py --follow_retry_advice continues it with these flags)")
+                         f"{d.get('step')}; retry with: {d.get('retry_with')} ({how})")
     if any(r["synthetic"] for r in rows):
         lines.append("(synthetic): --use_synthetic_data, one fixed random batch with random labels, "
                      "trained and evaluated on: memorisation, not test error.")
@@ -301,6 +319,7 @@ def report(root, md_path=None, png_path=None, warn=None):
     rows = summarize(runs)
     text = markdown_table(rows)
     md_path = md_path or os.path.join(root, "report.md")
+    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
     png_link = os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))
     atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n"
                       f"![test error against steps]({png_link})\n")

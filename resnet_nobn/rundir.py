@@ -2,8 +2,10 @@
 
 `config.json` and `results.json` are written whole, atomically (`atomic_write_json`); a run is
 refused a `model_dir` whose `config.json` is of another architecture or was trained with other
-settings (`check_model_dir`; what a resume may change is in resnet_nobn/config.py, and
-results.json records each change with its step under `resume_changes`); the chief holds
+settings (`check_model_dir`; what a resume may change is in resnet_nobn/config.py, and after
+a divergence what diverged.json's `retry with:` line advises, read by `retry_flags` for the
+trainer and the study alike; results.json records each change with its step under
+`resume_changes`, those that followed the advice being `advised`); the chief holds
 `model_dir/.lock` while it runs (`locked`). `ckpt/` holds the checkpoints (`steps_on_disk`);
 which of them a run restores is resnet_nobn/checkpoints.py's rule.
 
@@ -97,7 +99,8 @@ def check_model_dir(cfg):
     architecture, dataset or other settings than it ran with (resnet_nobn/config.py: an older
     config.json is read `as_today`; what may change is RESUMABLE_FIELDS). Returns the run's
     config.json (None for a new run) and {field: [there, here]}, the changes a resume may make:
-    RESUMABLE_FIELDS, and after a divergence --learning_rate/--clip_norm to its advised values."""
+    RESUMABLE_FIELDS, and after a divergence the settings of its `retry with:` line to the values
+    it advises (`retry_flags`)."""
     path = os.path.join(cfg.model_dir, "config.json")
     if not os.path.exists(path):
         return None, {}
@@ -105,14 +108,14 @@ def check_model_dir(cfg):
     if old is None or not isinstance(old.get("model"), dict):
         raise UserError(f"{path} is unreadable, not a JSON object or without a `model` object (not "
                         "a run's config.json); move it away or use a new --model_dir")
-    advice = (read_json(os.path.join(cfg.model_dir, DIVERGED)) or {}).get("retry_with") or ""
-    advised = dict(t[2:].split("=", 1) for t in advice.split() if t.startswith("--") and "=" in t)
+    advice = retry_flags(cfg.model_dir)
+    to = dict(t[2:].split("=", 1) for t in advice)  # the advised values
     refused, changes = [], {}
     for name, there, here in differences(old, cfg.to_json()):
         if name == "eval_only" or (name == "model_dir" and there is not None
                                    and os.path.normpath(str(there)) == os.path.normpath(here)):
             continue
-        if name in RESUMABLE_FIELDS or (name in advised and _same(advised[name], here)):
+        if name in RESUMABLE_FIELDS or (name in to and _same(to[name], here)):
             changes[name] = [there, here]
         else:
             refused.append((name, f"{name}: {_text(there, here)} there, {_text(here, there)} here"))
@@ -126,9 +129,25 @@ def check_model_dir(cfg):
         raise UserError(f"--model_dir={cfg.model_dir} holds a run of a different architecture "
                         f"({said}); use a new --model_dir"
                         + ("" if older else " or the flags of that run"))
-    retry = (f"; after its divergence only the advised {advice} may change" if advice else "")
+    retry = (f"; after its divergence only the advised {' '.join(advice)} may change"
+             if advice else "")
     raise UserError(f"--model_dir={cfg.model_dir} holds a run trained with other settings "
                     f"({said}){retry}; re-run with that run's flags or use a new --model_dir")
+
+
+def retry_flags(model_dir):
+    """The `--flag=value` tokens of the run's pending `retry with:` line (diverged.json), or []:
+    the one reading of it, for `check_model_dir` and the study (resnet_nobn/advice.py)."""
+    advice = (read_json(os.path.join(model_dir, DIVERGED)) or {}).get("retry_with") or ""
+    return [t for t in str(advice).split() if t.startswith("--") and "=" in t]
+
+
+def advised(change):
+    """Whether a results.json `resume_changes` entry {step, field, from, to} is one that a resume
+    made to follow the retry advice: `check_model_dir` lets a resume change a setting outside
+    RESUMABLE_FIELDS only to its advised value."""
+    return (isinstance(change, dict) and isinstance(change.get("field"), str)
+            and change["field"] not in RESUMABLE_FIELDS)
 
 
 def _same(text, value):

@@ -38,8 +38,9 @@ import sys
 import time
 
 from resnet_nobn import advice
-from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs, resolve_init
-from resnet_nobn.rundir import DIVERGED, atomic_write_json, holder, read_json
+from resnet_nobn.config import (RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, config_diffs, differences,
+                                resolve_init)
+from resnet_nobn.rundir import DIVERGED, atomic_write_json, holder, read_json, retry_flags
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 
@@ -67,9 +68,13 @@ def parse_blocks(text, num_stages):
     return tuple(parts)
 
 
+# factors named in a run's directory only if its study varies them
+OPTIONAL = ("relu_leakiness", "learning_rate")
+
+
 def run_name(cfg, named=()):
     """ROOT-relative directory of a run: <dataset>/<configuration>/seed-<k>; `named` lists the
-    optional factors ('relu_leakiness', 'learning_rate') the study varies, named in it too."""
+    OPTIONAL factors the study varies, named in it too."""
     m = cfg.model
     extra = "".join(f"_{tag}-{value}" for tag, key, value in (
         ("leak", "relu_leakiness", m.relu_leakiness), ("lr", "learning_rate", cfg.learning_rate))
@@ -101,11 +106,30 @@ def make_grid(base, root, norms, inits, heads, blocks, seeds, leakiness=None, le
                                     relu_leakiness=float(leak))
         cfg = dataclasses.replace(base, model=model, seed=int(seed), model_dir="",
                                   learning_rate=float(lr))
-        cfg = dataclasses.replace(cfg, model_dir=os.path.join(root, run_name(cfg, named)))
+        cfg = dataclasses.replace(cfg, model_dir=_run_dir(cfg, root, named))
         if cfg.model_dir not in seen:
             seen.add(cfg.model_dir)
             configs.append(cfg)
     return configs
+
+
+def _run_dir(cfg, root, named):
+    """ROOT/run_name(cfg, named), or the directory in which a study that named other OPTIONAL
+    factors (one run with --vary_learning_rate, one without) has the same run: a run is trained
+    once, and counted once in the report."""
+    names = [run_name(cfg, named)] + [run_name(cfg, n) for k in range(len(OPTIONAL) + 1)
+                                      for n in itertools.combinations(OPTIONAL, k)]
+    for name in names:
+        path = os.path.join(root, name)
+        old = read_json(os.path.join(path, "config.json"))
+        try:
+            diffs = differences(advice.as_started(old, read_json(
+                os.path.join(path, "results.json"))), cfg.to_json()) if old else None
+        except ValueError:  # not a run's config.json: check_compatible says so
+            diffs = None
+        if diffs is not None and all(k in RESUMABLE_FIELDS + ("eval_only",) for k, _, _ in diffs):
+            return path
+    return os.path.join(root, names[0])
 
 
 def factor_args(cfg):
@@ -170,7 +194,7 @@ def launch_flags(cfg, follow_advice=False):
     followed = advice.advised_flags(_results(cfg))
     if followed or not follow_advice or run_state(cfg) != "diverged":
         return followed
-    return advice.retry_flags(cfg.model_dir)
+    return retry_flags(cfg.model_dir)
 
 
 def _write_status(cfg, **status):
@@ -208,11 +232,9 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
         state = run_state(cfg)
         for attempt in (1, 2):  # the second: a run that diverged, once with its advice
             followed = bool(advice.advised_flags(_results(cfg)))
-            if state == "running":
-                log(f"{tag}: running in another process ({holder(cfg.model_dir)}), skipped")
-            elif state == "finished" or (state == "failed" and not retry_failed) or (
-                    state == "diverged" and (followed or not follow_advice)):
-                log(f"{tag}: {_skipped(cfg, state, followed)}")
+            why = skipped(cfg, state, retry_failed, follow_advice)
+            if why:
+                log(f"{tag}: {why}")
             else:
                 state = _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log,
                                 python)
@@ -221,6 +243,19 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
             break
         states[cfg.model_dir] = "failed" if state == "timeout" else state
     return states
+
+
+def skipped(cfg, state, retry_failed=False, follow_advice=False):
+    """What the study says of a run in `state` that it does not launch now, or None: a finished
+    one, one a live process trains, a failed one (unless `retry_failed`), a diverged one (unless
+    `follow_advice` and it has not followed its advice yet)."""
+    followed = bool(advice.advised_flags(_results(cfg)))
+    if state == "running":
+        return f"running in another process ({holder(cfg.model_dir)}), skipped"
+    if state == "finished" or (state == "failed" and not retry_failed) or (
+            state == "diverged" and (followed or not follow_advice)):
+        return _skipped(cfg, state, followed)
+    return None
 
 
 def _skipped(cfg, state, followed):
@@ -233,7 +268,7 @@ def _skipped(cfg, state, followed):
         return (f"diverged again after it was continued with "
                 f"{' '.join(advice.advised_flags(_results(cfg)))}, skipped (see its train.log)")
     return (f"diverged, skipped (--follow_retry_advice continues it with "
-            f"{' '.join(advice.retry_flags(cfg.model_dir))})")
+            f"{' '.join(retry_flags(cfg.model_dir))})")
 
 
 def _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log, python):

@@ -11,8 +11,9 @@ subprocess into ROOT/<dataset>/<norm_init_head_blocks>/seed-<k>; finished runs a
 interrupted ones (also after a SIGKILL or SIGTERM to this command) resume from their last
 checkpoint, so re-running the same command continues the study. A run that diverges stops with
 its `retry with:` flags; with --follow_retry_advice it continues once with them. `tensorboard --logdir ROOT` compares the runs (HParams tab); `python run/report.py
---root=ROOT` prints the table. With --print_commands, nothing runs: one shell command per
-unfinished run is printed, to submit as one cluster job each. `--helpfull` lists the base flags.
+--root=ROOT` prints the table. With --print_commands, nothing runs: one shell command per run
+the study would launch now is printed, to submit as one cluster job each (stderr says why each
+other one is not). `--helpfull` lists the base flags.
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 
@@ -74,8 +75,10 @@ flags.DEFINE_bool("follow_retry_advice", False, "A run that diverges continues o
                   "checkpoint its trainer takes before the blow-up, with the flags of its own "
                   "`retry with:` line; its results.json records the divergence step and the "
                   "changed flags, and the report marks its row.")
-flags.DEFINE_bool("print_commands", False, "Print one command per unfinished run (for one "
-                  "cluster job each) and exit, instead of running them here one after another.")
+flags.DEFINE_bool("print_commands", False, "Print one command per run the study would launch "
+                  "now (for one cluster job each; a diverged or failed run only with "
+                  "--follow_retry_advice or --retry_failed) and exit, instead of running them "
+                  "here one after another.")
 flags.mark_flag_as_required("root")
 FLAGS = flags.FLAGS
 
@@ -140,9 +143,13 @@ def run():
     except OSError as e:
         raise UserError(f"cannot write the study in --root={FLAGS.root}: {e.strerror or e}; fix "
                         "permissions or use another --root") from None
-    if FLAGS.print_commands:
+    if FLAGS.print_commands:  # the runs the study would launch now; why the others are not
         for cfg in configs:
-            if study.run_state(cfg) != "finished":
+            why = study.skipped(cfg, study.run_state(cfg), FLAGS.retry_failed,
+                                FLAGS.follow_retry_advice)
+            if why:
+                print(f"# {cfg.model_dir}: {why}", file=sys.stderr, flush=True)
+            else:
                 hparams.write_run_hparams(cfg)
                 print(shlex.join(study.command(cfg, ENTRY, base_args) + study.launch_flags(
                     cfg, FLAGS.follow_retry_advice)))

@@ -28,7 +28,8 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     if not os.path.isdir(FLAGS.root):
-        print(f"error: --root={FLAGS.root} is not a directory", file=sys.stderr)
+        print(f"error: --root={FLAGS.root} is not a directory; give the --root of a study "
+              "(run/ablate.py --root)", file=sys.stderr)
         sys.exit(2)
     try:
         text, md, png = report.report(FLAGS.root, FLAGS.out_md, FLAGS.out_png,

@@ -384,3 +384,150 @@ def test_ablate_prints_no_tensorflow_start_up_lines(tmp_path):
                            *TINY], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
     assert proc.stdout.count("--model_dir=") == 1
+
+
+def test_report_groups_the_seeds_of_a_configuration_whatever_they_ran_on(tmp_path):
+    """A run resumed with --xla or another --steps_per_loop (what a resume may change) stays in
+    its configuration's row."""
+    root = str(tmp_path)
+    for seed, changes in ((0, {}), (1, dict(xla=True)), (2, dict(steps_per_loop=10))):
+        _fake_run(root, "ours", seed, 0.07)
+        for name in ("results.json", "config.json"):
+            path = os.path.join(root, "ours", f"seed-{seed}", name)
+            obj = json.load(open(path))
+            (obj.get("config") or obj).update(changes)
+            json.dump(obj, open(path, "w"))
+    text, _, _ = report.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0,1,2 |" in row and "xla" not in row
+
+
+def test_runs_that_differ_in_learning_rate_are_two_rows_of_the_hparams_tab(tmp_path):
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    configs = study.make_grid(tiny_config(tmp_path), str(tmp_path), ["none"], ["identity"],
+                              ["random"], [(1, 1, 1)], [0], learning_rates=[0.01, 0.02],
+                              leakiness=[0.0, 0.1])
+    groups = set()
+    for cfg in configs:
+        assert hparams.write_run_hparams(cfg)
+        (events,) = [n for n in os.listdir(cfg.model_dir) if n.startswith("events.out.tfevents.")]
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(cfg.model_dir, events)):
+            for v in event.summary.value:
+                if v.tag == "_hparams_/session_start_info":
+                    groups.add(plugin_data_pb2.HParamsPluginData.FromString(
+                        v.metadata.plugin_data.content).session_start_info.group_name)
+    assert len(configs) == 4 and len(groups) == 4  # TensorBoard groups runs by it
+
+
+def test_a_run_is_trained_once_by_studies_that_name_the_learning_rate_or_not(tmp_path):
+    """One study varies --learning_rate (its directories say it), another keeps the base rate:
+    the run they have in common is one directory, whichever study made it."""
+    root = str(tmp_path)
+    base = tiny_config(tmp_path, learning_rate=0.01)
+
+    def grid(**varied):
+        return study.make_grid(base, root, ["none"], ["identity"], ["random"], [(1, 1, 1)], [0],
+                               **varied)
+    (plain,) = grid()
+    os.makedirs(plain.model_dir)
+    json.dump(plain.to_json(), open(os.path.join(plain.model_dir, "config.json"), "w"))
+    varied = grid(learning_rates=[0.01, 0.02])
+    assert [c.model_dir for c in varied] == [
+        plain.model_dir, plain.model_dir.replace("blocks-1", "blocks-1_lr-0.02")]
+    for cfg in varied:
+        study.check_compatible(cfg)
+    # the other way round: a run of the varied study is the plain study's run
+    other = tmp_path / "other"
+    (at_002,) = [c for c in study.make_grid(base, str(other), ["none"], ["identity"], ["random"],
+                                            [(1, 1, 1)], [0], learning_rates=[0.02])]
+    os.makedirs(at_002.model_dir)
+    json.dump(at_002.to_json(), open(os.path.join(at_002.model_dir, "config.json"), "w"))
+    (plain_002,) = study.make_grid(dataclasses.replace(base, learning_rate=0.02), str(other),
+                                   ["none"], ["identity"], ["random"], [(1, 1, 1)], [0])
+    assert plain_002.model_dir == at_002.model_dir
+    # a run under the plain name at another rate is another run
+    (plain_001,) = study.make_grid(base, str(other), ["none"], ["identity"], ["random"],
+                                   [(1, 1, 1)], [0], learning_rates=[0.01])
+    assert plain_001.model_dir.endswith("blocks-1_lr-0.01/seed-0")
+
+
+def test_report_footnote_names_the_states_of_the_unfinished_runs_it_averages(tmp_path):
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.30, steps=60)
+    json.dump(dict(status="diverged"), open(os.path.join(root, "ours", "seed-1",
+                                                         "study_status.json"), "w"))
+    text, _, _ = report.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0,1 |" in row and "60–100 of 100 (diverged: 1 of 2)" in row
+    assert ("Rows marked diverged include runs that did not reach train_steps; their errors, in "
+            "the mean, are from their last evaluation") in text
+
+
+@pytest.mark.timeout(300)
+def test_print_commands_prints_what_the_study_would_launch_and_says_why_not_the_others(tmp_path):
+    args = [f"--root={tmp_path / 'study'}", "--print_commands", "--train_steps=2", *TINY]
+    first = run_cli("ablate.py", *args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    model_dir = first.stdout.split("--model_dir=")[1].split()[0]
+    json.dump(dict(step=1, retry_with="--learning_rate=0.005"),
+              open(os.path.join(model_dir, "diverged.json"), "w"))
+    diverged = run_cli("ablate.py", *args)
+    assert diverged.returncode == 0 and "--model_dir=" not in diverged.stdout, diverged.stdout
+    assert (f"# {model_dir}: diverged, skipped (--follow_retry_advice continues it with "
+            "--learning_rate=0.005)") in diverged.stderr
+    followed = run_cli("ablate.py", *args, "--follow_retry_advice")
+    assert followed.returncode == 0 and followed.stderr == "", followed.stderr
+    assert followed.stdout.strip().endswith(f"--model_dir={model_dir} --learning_rate=0.005")
+
+
+def test_report_train_time_is_the_mean_over_the_runs_with_a_result(tmp_path):
+    """A run that has not evaluated yet (no results.json) is no zero in the row's train time."""
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)  # wall_time_s 3600
+    _fake_run(root, "ours", 1, 0.07)
+    os.remove(os.path.join(root, "ours", "seed-1", "results.json"))
+    json.dump(dict(status="interrupted"), open(os.path.join(root, "ours", "seed-1",
+                                                            study.STATUS), "w"))
+    text, _, _ = report.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0 (of 0,1) |" in row and "| 1:00:00 |" in row, row
+
+
+def test_report_writes_its_table_into_a_new_directory_and_names_the_fix_for_a_bad_root(tmp_path):
+    root = str(tmp_path / "study")
+    _fake_run(root, "ours", 0, 0.07)
+    md = tmp_path / "reports" / "table2" / "report.md"
+    rep = run_cli("report.py", f"--root={root}", f"--out_md={md}", timeout=120)
+    assert rep.returncode == 0 and md.exists(), rep.stderr[-2000:]
+    missing = run_cli("report.py", f"--root={tmp_path / 'nope'}", timeout=120)
+    (line,) = missing.stderr.splitlines()
+    assert missing.returncode == 2 and line.startswith("error: --root=") and "; give the" in line
+
+
+def test_the_plot_counts_the_runs_of_a_line_that_have_a_curve(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+    from resnet_nobn import curves
+    legends = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: legends.extend(
+        t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()))
+    row = dict(dataset="cifar10", synthetic=False, label="none / identity / random / 9",
+               curves=[[(50, 9.0), (100, 7.0)], []])  # the second run has not evaluated yet
+    curves.plot_curves([row], str(tmp_path / "p.png"))
+    assert legends == ["none / identity / random / 9 (n=1)"]
+
+
+def test_report_marks_a_run_that_diverged_outside_a_study_as_diverged(tmp_path):
+    """A run trained by hand that diverged (diverged.json, no study_status.json) is in the state
+    the study gives it (study.run_state), not partial; so is one that a later launch left failed."""
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.30, steps=60)
+    _fake_run(root, "ours", 2, 0.30, steps=60)
+    for seed in (1, 2):
+        json.dump(dict(step=66, retry_with="--learning_rate=0.01"),
+                  open(os.path.join(root, "ours", f"seed-{seed}", "diverged.json"), "w"))
+    json.dump(dict(status="failed"), open(os.path.join(root, "ours", "seed-2", study.STATUS), "w"))
+    text, _, _ = report.report(root)
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "(diverged: 2 of 3)" in row, row

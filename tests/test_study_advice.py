@@ -14,6 +14,7 @@ import pytest
 
 from helpers import ROOT, run_cli
 from resnet_nobn import report, study
+from resnet_nobn.errors import UserError
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 TINY = ["--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1", "--batch_size=32",
@@ -144,7 +145,8 @@ def _fake_continued_run(root, flags_changed, diverged_at=66, resumed_from=40):
              strides=[1, 2, 2], stem_width=16, stem_kernel=3, stem_stride=1, kernel_size=3,
              norm="none", init="identity", head="random", head_seed=0, relu_leakiness=0.1)
     started = dict(model=m, dataset="cifar10", use_synthetic_data=False, train_steps=100,
-                   batch_size=128, learning_rate=0.05, clip_norm=0.0, seed=0, model_dir="x")
+                   crop_padding=2, batch_size=128, learning_rate=0.05, clip_norm=0.0, seed=0,
+                   model_dir="x")
     now = dict(started, **{k: to for k, (_, to) in flags_changed.items()})
     changes = [dict(step=resumed_from, field=k, **{"from": frm, "to": to})
                for k, (frm, to) in flags_changed.items()]
@@ -167,6 +169,27 @@ def test_report_marks_a_continued_run_and_keeps_it_in_its_configurations_row(tmp
     assert "learning_rate" not in row  # grouped with the paper's settings it was started with
     assert ("‡ cifar10 none / identity / random / 9 seed 0: diverged at step 66 with the paper's "
             "settings; continued with `--clip_norm=1 --learning_rate=0.1`") in text
+
+
+def test_report_says_how_a_run_that_diverged_again_after_its_advice_goes_on(tmp_path):
+    _fake_continued_run(str(tmp_path), {"learning_rate": (0.05, 0.02)})
+    json.dump(dict(step=90, retry_with="--learning_rate=0.01"),
+              open(os.path.join(str(tmp_path), "ours", "seed-0", "diverged.json"), "w"))
+    text, _, _ = report.report(str(tmp_path))
+    (line,) = [l for l in text.splitlines() if l.startswith("Diverged:")]
+    assert "seed 0 at step 90; retry with: --learning_rate=0.01 (it went on with its advice " \
+           "once already" in line and "--follow_retry_advice" not in line, line
+
+
+def test_report_says_the_papers_settings_diverged_only_when_they_were_the_papers(tmp_path):
+    """A run of the paper's network started at another learning rate than the paper's diverged
+    with the settings of its row, not with the paper's."""
+    _fake_continued_run(str(tmp_path), {"learning_rate": (0.1, 0.02)})
+    text, _, _ = report.report(str(tmp_path))
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "learning_rate" not in row and "6.38 (Ours)" in row  # the paper's network
+    assert ("seed 0: diverged at step 66 with the settings of its row; continued with "
+            "`--learning_rate=0.02`") in text
 
 
 def test_the_study_compares_a_continued_run_as_started_and_launches_it_with_its_flags(tmp_path):
@@ -221,3 +244,52 @@ def test_a_run_killed_while_saving_its_first_checkpoint_resumes_with_the_same_co
     assert "skipped ckpt-0" in log and "its save was cut short" in log
     results = json.load(open(os.path.join(run_dir, "results.json")))
     assert results["global_step"] == 2 and np.isfinite(results["top1_error"])
+
+
+@pytest.mark.parametrize("overrides", [{}, dict(agc=0.16), dict(learning_rate=0.1),
+                                       dict(clip_norm=0.5, agc=0.16, warmup_steps=3),
+                                       dict(norm="batch", init="he"), dict(init="fixup")])
+def test_the_resume_rule_and_the_advice_reader_agree_on_every_retry_advice(tmp_path, overrides):
+    """What check_model_dir lets a diverged run's resume change (rundir.py) is what the study and
+    the report read back from results.json as the advice it followed (advice.py), for whatever
+    advice the trainer gives (recipes.retry_remedy)."""
+    import dataclasses
+    from resnet_nobn import advice, recipes, rundir
+    from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
+    from helpers import tiny_config
+    cfg = tiny_config(tmp_path / "run", train_steps=4, **overrides)
+    os.makedirs(cfg.model_dir)
+    json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
+    json.dump(dict(step=3, retry_with=recipes.retry_remedy(cfg)[0]),
+              open(os.path.join(cfg.model_dir, "diverged.json"), "w"))
+    advised = dict(t[2:].split("=", 1) for t in rundir.retry_flags(cfg.model_dir))
+    assert advised
+    retried = dataclasses.replace(cfg, train_steps=8, **{
+        k: type(getattr(cfg, k))(float(v)) for k, v in advised.items()})
+    _, changes = rundir.check_model_dir(retried)  # accepted: the advice and a longer run
+    results = dict(resume_changes=[dict(step=3, field=k, **{"from": there, "to": here})
+                                   for k, (there, here) in changes.items()])  # as train.py writes
+    followed = dict(f[2:].split("=", 1) for f in advice.advised_flags(results))
+    new = {k: v for k, v in advised.items() if float(v) != getattr(cfg, k)}  # not train_steps
+    assert new and set(followed) == set(new)
+    assert all(float(followed[k]) == float(v) for k, v in new.items())
+    started = advice.as_started(retried.to_json(), results)
+    assert config_diffs(started, cfg.to_json(), fields=SCIENTIFIC_FIELDS) == []
+    # any other value of an advised setting is refused, naming the advice
+    other = dataclasses.replace(retried, **{k: 2 * getattr(retried, k) + 1 for k in new})
+    with pytest.raises(UserError, match="only the advised " + " ".join(
+            rundir.retry_flags(cfg.model_dir)).replace("+", r"\+") + " may change"):
+        rundir.check_model_dir(other)
+
+
+def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
+    from resnet_nobn import rundir
+    from helpers import tiny_config
+    cfg = tiny_config(tmp_path / "run", train_steps=4)
+    os.makedirs(cfg.model_dir)
+    json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
+    json.dump(dict(step=3, retry_with=0.01),
+              open(os.path.join(cfg.model_dir, "diverged.json"), "w"))
+    assert rundir.retry_flags(cfg.model_dir) == []
+    with pytest.raises(UserError, match=r"learning_rate: 0.01 there, 0.02 here\); re-run"):
+        rundir.check_model_dir(tiny_config(tmp_path / "run", train_steps=4, learning_rate=0.02))
