@@ -243,7 +243,8 @@ class Checkpoints:
 
     def commit(self):
         """After `restore`, in a run that trains (chief only): a rollback past a divergence deletes
-        the checkpoints after the one restored and is recorded in `rollbacks`; the manager tracks
+        the checkpoints after the one restored and is added to `rollbacks` (the trainer writes it to
+        results.json, then `clear_divergence` deletes diverged.json); the manager tracks
         the restorable checkpoints up to it, whatever its state file said; the loss of the first
         loop is recorded for it (one saved just before a stop had none)."""
         if not self.chief or self._restored is None:
@@ -257,11 +258,19 @@ class Checkpoints:
             log(f"the run diverged at step {diverged.get('step')}: resuming from ckpt-{step}, "
                 f"taken before the blow-up" + (f" (deleted ckpt-{gone} after it)" if gone else ""),
                 self.chief)
-            os.remove(os.path.join(self.cfg.model_dir, rundir.DIVERGED))
         write_checkpoint_state(
             ckpt_dir, [s for s, why in reversed(self._restored.order) if s <= step and why is None])
         self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=KEEP)
         self._unrecorded = step  # the first loop trains from its weights: its loss is recorded
+
+    def clear_divergence(self):
+        """After `commit` and once results.json records the rollback (chief only): deletes
+        diverged.json. Killed in between, the run reads as resuming, not diverged
+        (rundir.pending_divergence)."""
+        if self.chief and self._restored is not None and self._restored.diverged is not None:
+            path = os.path.join(self.cfg.model_dir, rundir.DIVERGED)
+            if os.path.exists(path):
+                os.remove(path)
 
     def save(self):
         """Saves a checkpoint of the current step; refuses non-finite weights (the run has

@@ -15,7 +15,7 @@ from resnet_nobn import advice, recipes
 from resnet_nobn.config import RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, differences
 from resnet_nobn.console import hms
 from resnet_nobn.curves import figure_formats, plot_curves
-from resnet_nobn.rundir import DIVERGED, atomic_write_text, holder, read_json
+from resnet_nobn.rundir import atomic_write_text, holder, pending_divergence, read_json
 from resnet_nobn.study import STATUS, blocks_text
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,
@@ -77,14 +77,14 @@ def load_runs(root, warn=None):
             run["status"] = "finished"
         elif holder(dirpath):  # a live process trains it, whatever an earlier attempt left
             run["status"] = "running"
-        elif os.path.exists(os.path.join(dirpath, DIVERGED)):  # as study.run_state: whoever ran it
+        elif pending_divergence(dirpath) is not None:  # as study.run_state: whoever ran it
             run["status"] = "diverged"
         else:
             run["status"] = status.get("status") or "partial"
             if run["status"] in ("finished", "running"):  # stale status file
                 run["status"] = "partial"
         run["last_lines"] = status.get("last_lines", [])
-        run["diverged"] = read_json(os.path.join(dirpath, DIVERGED))
+        run["diverged"] = pending_divergence(dirpath)
         if problem:
             run["status"] = "unreadable results.json"
         runs.append(run)

@@ -135,6 +135,22 @@ def check_model_dir(cfg):
                     f"({said}){retry}; re-run with that run's flags or use a new --model_dir")
 
 
+def pending_divergence(model_dir):
+    """diverged.json of a run that has not resumed past it yet, or None. The trainer records the
+    rollback (results.json `rollbacks`: the step and the advice) before it deletes diverged.json;
+    a run killed between the two has resumed past it, and is not diverged (it resumes)."""
+    path = os.path.join(model_dir, DIVERGED)
+    if not os.path.exists(path):
+        return None
+    diverged = read_json(path) or {}
+    rollbacks = (read_json(os.path.join(model_dir, "results.json")) or {}).get("rollbacks")
+    last = rollbacks[-1] if isinstance(rollbacks, list) and rollbacks else {}
+    done = (isinstance(last, dict) and diverged.get("step") is not None
+            and (last.get("diverged_at"), last.get("retry_with")) == (diverged.get("step"),
+                                                                      diverged.get("retry_with")))
+    return None if done else diverged
+
+
 def retry_flags(model_dir):
     """The `--flag=value` tokens of the run's pending `retry with:` line (diverged.json), or []:
     the one reading of it, for `check_model_dir` and the study (resnet_nobn/advice.py)."""

@@ -40,7 +40,8 @@ import time
 from resnet_nobn import advice
 from resnet_nobn.config import (RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, config_diffs, differences,
                                 resolve_init)
-from resnet_nobn.rundir import DIVERGED, atomic_write_json, holder, read_json, retry_flags
+from resnet_nobn.rundir import (DIVERGED, atomic_write_json, holder, pending_divergence, read_json,
+                                retry_flags)
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 
@@ -180,7 +181,7 @@ def run_state(cfg):
         return "finished"
     if holder(cfg.model_dir):
         return "running"
-    if os.path.exists(os.path.join(cfg.model_dir, DIVERGED)):
+    if pending_divergence(cfg.model_dir) is not None:
         return "diverged"
     status = read_json(os.path.join(cfg.model_dir, STATUS)) or {}
     if status.get("status") in ("failed", "timeout"):

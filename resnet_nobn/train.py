@@ -155,7 +155,8 @@ class Trainer:
             "keras_version": keras.__version__,
             "git_commit": rundir.git_commit(),
             "history": history,
-            "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
+            "rollbacks": self._previous_rollbacks + [  # once, if a kill made it resume twice
+                r for r in self.checkpoints.rollbacks if r not in self._previous_rollbacks[-1:]],
             rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
             "config": recorded,
         }
@@ -187,11 +188,12 @@ class Trainer:
         return self.write_results(history, wall_time, images_per_sec) if self.chief else None
 
     def _record_changes(self, history, wall):
-        """Records in results.json, with the step, each setting this resume changes (rundir.py)."""
+        """Records in results.json, with the step, each setting this resume changes (rundir.py) and
+        the rollback it makes past a divergence."""
         self.resume_changes = [c for c in (
             {"step": self.step, "field": k, "from": there, "to": here}
             for k, (there, here) in self.changes.items()) if c not in self._previous_changes]
-        if self.resume_changes:
+        if self.resume_changes or self.checkpoints.rollbacks:
             self.write_results(history, wall, self._previous.get("images_per_sec"))
 
     # -- the loop ------------------------------------------------------------------------------
@@ -214,12 +216,13 @@ class Trainer:
 
         history, wall_before = self._previous_results() if restored else ([], 0.0)
         history = [h for h in history if h["step"] <= self.step]
+        self.checkpoints.commit()
         if self.chief:
             os.makedirs(cfg.model_dir, exist_ok=True)
-            if restored and self.changes:  # recorded before config.json says them
-                self._record_changes(history, wall_before)
+            if restored and (self.changes or self.checkpoints.rollbacks):
+                self._record_changes(history, wall_before)  # before config.json says them
             rundir.atomic_write_json(os.path.join(cfg.model_dir, "config.json"), cfg.to_json())
-        self.checkpoints.commit()
+        self.checkpoints.clear_divergence()  # once results.json records the rollback
         if restored:
             log(f"resumed from {os.path.abspath(restored)} at step {self.step}", self.chief)
             if self.resume_changes:

@@ -293,3 +293,41 @@ def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
     assert rundir.retry_flags(cfg.model_dir) == []
     with pytest.raises(UserError, match=r"learning_rate: 0.01 there, 0.02 here\); re-run"):
         rundir.check_model_dir(tiny_config(tmp_path / "run", train_steps=4, learning_rate=0.02))
+
+
+_KILLED_BEFORE_CLEARING = """
+import os, runpy, sys
+from resnet_nobn import checkpoints
+checkpoints.Checkpoints.clear_divergence = lambda self: os._exit(9)  # killed right there
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))  # run/, as `python run/cifar_train.py` has it
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.timeout(900)
+def test_a_run_killed_after_recording_its_rollback_is_continued_not_called_diverged_again(
+        tmp_path):
+    """The trainer records the rollback and the advised changes in results.json, then deletes
+    diverged.json: a kill between the two leaves both. The study continues such a run (it had
+    called it 'diverged again' and skipped it for good), and the rollback is recorded once."""
+    root = str(tmp_path / "study")
+    args = [f"--root={root}", "--train_steps=6", "--learning_rate=1e9", "--checkpoint_every=1",
+            *SYNTHETIC]
+    assert run_cli("ablate.py", *args).returncode == 2
+    (run_dir,) = glob.glob(os.path.join(root, "cifar10", "*", "seed-0"))
+    command = json.load(open(os.path.join(run_dir, "study_status.json")))["command"]
+    advice = json.load(open(os.path.join(run_dir, "diverged.json")))["retry_with"].split()
+    killed = subprocess.run([command[0], "-c", _KILLED_BEFORE_CLEARING, *command[1:], *advice],
+                            capture_output=True, text=True, timeout=240, cwd=ROOT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                     PYTHONPATH=ROOT))
+    assert killed.returncode == 9, killed.stderr[-2000:]
+    assert os.path.exists(os.path.join(run_dir, "diverged.json"))
+    assert len(json.load(open(os.path.join(run_dir, "results.json")))["rollbacks"]) == 1
+    again = run_cli("ablate.py", *args, "--follow_retry_advice")
+    assert again.returncode == 0, again.stdout + again.stderr
+    results = json.load(open(os.path.join(run_dir, "results.json")))
+    assert results["global_step"] == 6 and len(results["rollbacks"]) == 1, results["rollbacks"]
+    assert not os.path.exists(os.path.join(run_dir, "diverged.json"))
+    assert "‡" in run_cli("report.py", f"--root={root}").stdout
