@@ -24,7 +24,7 @@ from stability import NETS, PAPER, long_dir, outcome  # noqa: E402  (neither imp
 
 ROWS = ["bn", "paper_advice", *REMEDIES, FIXUP_REMEDY[0]]
 LABELS = {"bn": "the BN twin (`--norm=batch --init=he`)",
-          "paper_advice": "the paper's recipe; where it diverged, the clip `--clip_norm=1.0` "
+          "paper_advice": "the paper's recipe; where it diverged, the clip `--clip_norm=1` "
                           "appended"}
 
 
@@ -43,6 +43,10 @@ def error(value):
     return float(found.group(1)) if found else None
 
 
+def per_stage(blocks):
+    return f"{blocks} block{'' if blocks == 1 else 's'}/stage"
+
+
 def cell(value):
     return f"{value:.2f}%" if isinstance(value, (int, float)) else value
 
@@ -57,7 +61,7 @@ def schedule_table(blocks):
     """Each net at `blocks` per stage: per seed, the mean, and the gap to the BN twin's mean."""
     seeds = sorted({s for (n, b), v in MEASURED.items() if b == blocks for s in v})
     bn = mean(MEASURED.get(("bn", blocks), {}))
-    print(f"| {blocks} blocks/stage | " + " | ".join(f"seed {s}" for s in seeds)
+    print(f"| {per_stage(blocks)} | " + " | ".join(f"seed {s}" for s in seeds)
           + " | mean | minus the BN twin's mean | closes the gap |")
     print("|---|" + "---|" * (len(seeds) + 3))
     for net in ROWS:
@@ -77,7 +81,7 @@ def schedule_table(blocks):
 def survival_table():
     """At the paper's rate: for each net and depth, whether each seed's loss stayed finite."""
     depths = sorted({b for _, b in MEASURED})
-    print("| net | " + " | ".join(f"{b} blocks/stage" for b in depths) + " |")
+    print("| net | " + " | ".join(per_stage(b) for b in depths) + " |")
     print("|---|" + "---|" * len(depths))
     for net in ROWS:
         if net == "bn":

@@ -16,11 +16,10 @@ figure from what is under --root.
     python bench/stability.py --root=/tmp/long --long --report --blocks=9 --nets=paper_clip1,bn \
         --seeds=0,1 --learning_rate=0.05,0.1 --steps=1500
 
-`--long` trains each net for --steps steps at each rate of --learning_rate and seed, tested on
-the whole test split at the end; `--schedule`: the rate /10 at 50% and 83% of the steps (the
-paper's 30k and 50k of 60k), under --root/schedule. `--report --long --figure=F` draws every
---long run's loss, largest block bound ||C2|| ||C1|| and largest branch norm against steps.
-"""
+`--long` trains each net for --steps steps at each rate and seed, tested on the whole test split;
+`--schedule`: the rate /10 at 50% and 83% of the steps (the paper's 30k and 50k of 60k), under
+--root/schedule. `--report --long --figure=F` draws every --long run's loss, largest block bound
+||C2|| ||C1|| and largest branch norm against steps."""
 import argparse
 import os
 import subprocess
@@ -28,8 +27,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from resnet_nobn.advice import advised_flags, flag_value  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import FIXUP_REMEDY, REMEDIES, WARMUP, warmup_rule  # noqa: E402
-from resnet_nobn.rundir import read_json  # noqa: E402  (neither imports TensorFlow)
+from resnet_nobn.rundir import pending_divergence, read_json, retry_flags  # noqa: E402
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]
@@ -44,7 +44,7 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
     "paper_tau1_clip1": PAPER + ["--max_branch_norm=1", "--clip_norm=1"],  # and remedies that keep
     # the paper's net and rate (recipes.py; {warmup}: warmup_rule's steps)
     **{name: (PAPER if name.startswith("paper") else ["--norm=none", "--init=fixup"]) + [
-        f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={v}" for k, v in flags.items()]
+        f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={flag_value(v)}" for k, v in flags.items()]
        for name, (flags, _) in list(REMEDIES.items()) + [(FIXUP_REMEDY[0], FIXUP_REMEDY[1:])]},
     # the paper's net; where it diverges, re-run with its own `retry with:` flags (same model_dir)
     "paper_advice": PAPER,
@@ -74,14 +74,14 @@ def long_dir_of(args, net, blocks, lr, seed):
 def outcome(model_dir, steps):
     """'stable', 'diverged at step N', 'diverged at step N, then <the flags it resumed with>'
     (finished, or with ': not finished'), or None (not run / unfinished)."""
-    diverged = read_json(os.path.join(model_dir, "diverged.json"))
-    if diverged:
-        return f"diverged at step {diverged['step']}"
+    diverged = pending_divergence(model_dir)
+    if diverged is not None:
+        return f"diverged at step {diverged.get('step')}"
     results = read_json(os.path.join(model_dir, "results.json")) or {}
     finished = results.get("global_step", 0) >= steps
     if results.get("rollbacks"):  # it diverged, and resumed (paper_advice: with its advice)
-        then = " ".join(f"--{c['field']}={c['to']}" for c in results.get("resume_changes") or [])
-        return (f"diverged at step {results['rollbacks'][0]['diverged_at']}, then {then}"
+        return (f"diverged at step {results['rollbacks'][0]['diverged_at']}, then "
+                f"{' '.join(advised_flags(results))}"
                 + ("" if finished else ": not finished"))
     return "stable" if finished else None
 
@@ -104,10 +104,10 @@ def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mod
     os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "train.log"), log_mode) as log:
         for advice in ([], "the advice"):  # paper_advice: again with its advice, if it diverged
-            diverged = read_json(os.path.join(model_dir, "diverged.json")) or {}
-            if advice and not (net == "paper_advice" and diverged.get("retry_with")):
+            flags = retry_flags(model_dir) if advice else []  # resumes in model_dir
+            if advice and not (net == "paper_advice" and flags):
                 break
-            cmd += diverged["retry_with"].split() if advice else []  # resumes in model_dir
+            cmd += flags
             log.write("$ " + " ".join(cmd[1:]) + "\n")
             log.flush()
             subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
