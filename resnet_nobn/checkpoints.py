@@ -31,7 +31,7 @@ import tensorflow as tf
 from resnet_nobn import rundir
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import log
-from resnet_nobn.errors import TrainingDiverged, UserError
+from resnet_nobn.errors import TrainingDiverged, UserError, first_line
 from resnet_nobn.recipes import retry_remedy
 
 KEEP = 5  # checkpoints kept: enough to go back past a blow-up
@@ -166,7 +166,7 @@ def restore_newest(saved, variables, model_dir, num_classes, only=None):
                 saved.restore(path).assert_existing_objects_matched().expect_partial()
             except Exception as e:  # noqa: BLE001 -- any failure means an unusable checkpoint
                 unreadable += 1
-                why = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+                why = first_line(e, 160)
             else:
                 if not nonfinite(variables):
                     return Restored(step, path, skipped, note, order, diverged)

@@ -121,7 +121,7 @@ def load_split(builder, split, info: DatasetInfo = None):
     if info is not None:
         files = os.path.join(str(builder.data_dir), f"{builder.name}-{split}.tfrecord-*")
         again = ("prepare the data again: "
-                 + tfds_dir.prepare_command(info.name, tfds_dir.data_dir_root(builder)))
+                 + prepare_data_command(info.name, tfds_dir.data_dir_root(builder)))
         if images.shape[1:] != (info.image_size, info.image_size, 3):
             raise UserError(f"{files} holds {'x'.join(map(str, images.shape[1:]))} images, "
                             f"{info.name} has {info.image_size}x{info.image_size}x3; {again}")

@@ -12,7 +12,16 @@ class TrainingDiverged(UserError):
 def prepare_data_command(name, data_dir="DIR"):
     """The command that downloads and prepares dataset `name` in `data_dir` (run/prepare_data.py):
     the fix every message about missing or damaged data names."""
-    return f"python run/prepare_data.py --dataset={name} --data_dir={data_dir}"
+    return f"python run/prepare_data.py --dataset={name} --data_dir={data_dir or 'DIR'}"
+
+
+def first_line(e, limit=200):
+    """The informative line of an error, at most `limit` characters: not TensorFlow's "Graph
+    execution error:" or a traceback; the error's type if it has no text."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    skip = ("Graph execution error", "Detected at node", "File ", "Traceback", "[[", "{{")
+    useful = [line for line in lines if not line.startswith(skip)]
+    return (useful or lines or [type(e).__name__])[0][:limit]
 
 
 def seconds_from_env(name, default, environ):

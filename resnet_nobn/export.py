@@ -27,7 +27,7 @@ import tempfile
 
 from resnet_nobn import rundir
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.errors import UserError
+from resnet_nobn.errors import UserError, first_line
 
 SAVED_MODEL, KERAS, CARD, LABELS, META = (
     "saved_model", "model.keras", "model_card.md", "labels.txt", "export.json")
@@ -299,7 +299,7 @@ def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
         tmp = None
     except (OSError, tf.errors.OpError) as e:
         text = (f"{e.strerror}{f' ({e.filename})' if e.filename else ''}"
-                if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[0][:200])
+                if isinstance(e, OSError) and e.strerror else first_line(e))
         raise UserError(f"cannot write --export_dir={export_dir}: {text}; fix permissions, free "
                         "space or give another directory") from None
     finally:

@@ -39,7 +39,7 @@ import tensorflow as tf
 
 from resnet_nobn import tfds_dir
 from resnet_nobn.config import DATASETS
-from resnet_nobn.errors import UserError, prepare_data_command
+from resnet_nobn.errors import UserError, first_line, prepare_data_command
 from resnet_nobn.pipeline import batch_and_prefetch, num_batches, pipeline_part
 
 NAME = "imagenet2012"
@@ -98,7 +98,7 @@ def prepare_builder(data_dir, manual=None):
         builder.download_and_prepare(
             download_config=tfds.download.DownloadConfig(manual_dir=manual))
     except AssertionError as e:  # tfds' own manual-dir check
-        raise UserError(f"cannot prepare {NAME} from {manual}: {str(e).splitlines()[0]}") from None
+        raise UserError(f"cannot prepare {NAME} from {manual}: {first_line(e)}") from None
     except (tarfile.TarError, EOFError, tf.errors.OpError) as e:  # damaged inside
         raise UserError(f"cannot prepare {NAME} from {manual}: an archive is damaged "
                         f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:120]}); "

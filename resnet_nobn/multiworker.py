@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 from resnet_nobn.cluster import check_port_free, is_multi_worker, parse_tf_config, timeouts
-from resnet_nobn.errors import UserError
+from resnet_nobn.errors import UserError, first_line
 
 _WATCHDOG = r"""
 import os, sys, time
@@ -86,18 +86,10 @@ def make_strategy():
             "SUM", strategy.run(lambda: tf.constant(1.0)), axis=None))().numpy()
     except (tf.errors.OpError, RuntimeError) as e:
         raise UserError(f"{where}: cannot connect to the cluster ({type(e).__name__}: "
-                        f"{_first_line(e)}); check TF_CONFIG and that every worker is running") from None
+                        f"{first_line(e)}); check TF_CONFIG and that every worker is running") from None
     finally:
         timer.cancel()
     return strategy
-
-
-def _first_line(e):
-    """The informative line of a TensorFlow error (not "Graph execution error:" or a traceback)."""
-    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
-    skip = ("Graph execution error", "Detected at node", "File ", "Traceback", "[[", "{{")
-    useful = [line for line in lines if not line.startswith(skip)]
-    return (useful or lines or [type(e).__name__])[0][:200]
 
 
 class Preempted(UserError):
@@ -136,7 +128,7 @@ def peer_failure_message(e, step, model_dir):
     import tensorflow as tf
     last = tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
     return (f"another worker failed or became unreachable near step {step} ({type(e).__name__}: "
-            f"{_first_line(e)}); restart every worker with the same command to resume from "
+            f"{first_line(e)}); restart every worker with the same command to resume from "
             f"{last or 'the beginning (no checkpoint yet)'}")
 
 

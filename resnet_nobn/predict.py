@@ -15,7 +15,7 @@ import os
 import struct
 
 from resnet_nobn.config import DATASETS
-from resnet_nobn.errors import UserError
+from resnet_nobn.errors import UserError, first_line
 from resnet_nobn.export import GLOB, LABELS, META, SAVED_MODEL, WRITTEN
 
 MAX_PIXELS = 50_000_000  # per image file: width x height x frames, read from its header
@@ -236,7 +236,7 @@ def predict(export_dir, paths, resize=False, read=None):
         serve = tf.saved_model.load(os.path.join(export_dir, SAVED_MODEL)
                                     ).signatures["serving_default"]
     except Exception as e:  # noqa: BLE001 -- a damaged or foreign SavedModel
-        text = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        text = first_line(e, 160)
         raise UserError(f"cannot load {os.path.join(export_dir, SAVED_MODEL)} ({text}); export "
                         "the run again with run/export.py") from None
     out = serve(images=inputs)

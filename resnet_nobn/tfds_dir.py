@@ -10,20 +10,15 @@ records are counted from their length headers against the shard lengths recorded
 damaged one. What only reading shows (a corrupted record, a label out of range) is turned into one
 line the same way (`read_error`). `check_readable` names a damaged dataset_info.json or
 features.json for run/prepare_data.py. The fix is always the same: delete the dataset's directory
-and prepare the data again (`prepare_command`), which a directory that is already prepared would
-not do.
+and prepare the data again (`errors.prepare_data_command`), which a directory that is already
+prepared would not do.
 """
 import glob
 import json
 import os
 import re
 
-from resnet_nobn.errors import UserError
-
-
-def prepare_command(name, data_dir):
-    """The command that prepares `name` (again) in `data_dir` (run/prepare_data.py)."""
-    return f"python run/prepare_data.py --dataset={name} --data_dir={data_dir or 'DIR'}"
+from resnet_nobn.errors import UserError, prepare_data_command
 
 
 def data_dir_root(builder):
@@ -33,7 +28,7 @@ def data_dir_root(builder):
 
 def _again(builder, name):
     return (f"delete {builder.data_dir} and prepare the data again: "
-            f"{prepare_command(name, data_dir_root(builder))}")
+            f"{prepare_data_command(name, data_dir_root(builder))}")
 
 
 def check_readable(name, data_dir):
@@ -42,7 +37,7 @@ def check_readable(name, data_dir):
     directory, if tfds cannot read it otherwise), and the fix."""
     import tensorflow_datasets as tfds
     where = os.path.join(data_dir, name, str(tfds.builder_cls(name).VERSION))
-    again = f"delete {where} and prepare the data again: {prepare_command(name, data_dir)}"
+    again = f"delete {where} and prepare the data again: {prepare_data_command(name, data_dir)}"
     for path in (os.path.join(where, f) for f in ("dataset_info.json", "features.json")):
         try:
             with open(path, "rb") as f:

@@ -22,7 +22,7 @@ from resnet_nobn import (checkpoints, cluster, data, model as model_lib, monitor
                          rundir, steps)
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import hms, log
-from resnet_nobn.errors import UserError
+from resnet_nobn.errors import UserError, first_line
 
 
 def check_memory(cfg: TrainConfig, replicas):
@@ -333,7 +333,7 @@ def train(cfg: TrainConfig, strategy=None):
     except tf.errors.OpError as e:
         if "No space left" in str(e) or "Read-only file system" in str(e):
             raise UserError(f"cannot write the run in --model_dir={cfg.model_dir}: "
-                            f"{str(e).splitlines()[0][:200]}") from None
+                            f"{first_line(e)}") from None
         damaged = data.read_error(e, trainer.input) if trainer is not None else None
         if damaged is not None:  # a shard of a tfds directory read while training
             raise damaged from None
