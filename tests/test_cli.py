@@ -241,3 +241,16 @@ def test_ctrl_c_while_the_modules_load_is_one_line(tmp_path):
                               capture_output=True, text=True, timeout=60, env=env,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert proc.returncode == 130 and proc.stderr.strip() == "interrupted", (entry, proc.stderr)
+
+
+def test_an_error_line_quotes_tensorflows_informative_line_not_its_preamble():
+    """errors.first_line, which every one-line error quoting TensorFlow uses."""
+    from resnet_nobn.errors import first_line
+    graph = ValueError("Graph execution error:\n\nDetected at node save/RestoreV2 defined at "
+                       "(most recent call last):\n  File \"train.py\", line 1\n"
+                       "Unsuccessful TensorSliceReader constructor: ckpt-4.index is truncated\n"
+                       "\t [[{{node save/RestoreV2}}]]")
+    assert first_line(graph) == ("Unsuccessful TensorSliceReader constructor: ckpt-4.index is "
+                                 "truncated")
+    assert first_line(KeyError()) == "KeyError"
+    assert first_line(OSError("x" * 500), 160) == "x" * 160
