@@ -84,8 +84,9 @@ def exploded(step, losses, num_classes):
 
 
 def resume_order(ckpt_dir, model_dir, num_classes):
-    """[(step, reason to skip it or None)] newest first, and the divergence record (or None)."""
-    diverged = rundir.read_json(os.path.join(model_dir, rundir.DIVERGED))
+    """[(step, reason to skip it or None)] newest first, and the divergence record (or None): the
+    pending one (rundir.pending_divergence), not one results.json records as rolled back already."""
+    diverged = rundir.pending_divergence(model_dir) or None
     losses = read_losses(ckpt_dir)
     order = []
     for step in rundir.steps_on_disk(ckpt_dir):
@@ -265,9 +266,10 @@ class Checkpoints:
 
     def clear_divergence(self):
         """After `commit` and once results.json records the rollback (chief only): deletes
-        diverged.json. Killed in between, the run reads as resuming, not diverged
-        (rundir.pending_divergence)."""
-        if self.chief and self._restored is not None and self._restored.diverged is not None:
+        diverged.json, which a run that trains on from a checkpoint has resumed past. Killed in
+        between, the run reads as resuming, not diverged (rundir.pending_divergence), and the next
+        resume neither rolls back again nor records the rollback twice."""
+        if self.chief and self._restored is not None:
             path = os.path.join(self.cfg.model_dir, rundir.DIVERGED)
             if os.path.exists(path):
                 os.remove(path)

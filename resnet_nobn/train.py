@@ -155,8 +155,7 @@ class Trainer:
             "keras_version": keras.__version__,
             "git_commit": rundir.git_commit(),
             "history": history,
-            "rollbacks": self._previous_rollbacks + [  # once, if a kill made it resume twice
-                r for r in self.checkpoints.rollbacks if r not in self._previous_rollbacks[-1:]],
+            "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
             rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
             "config": recorded,
         }
