@@ -73,18 +73,18 @@ def load_runs(root, warn=None):
                    advice=(advice.diverged_at(results), " ".join(advice.advised_flags(results)))
                    if advice.advised_changes(results) else None)
         train_steps = config.get("train_steps") or 0
+        run["diverged"] = pending_divergence(dirpath)
         if (run.get("global_step") or 0) >= train_steps and results:
             run["status"] = "finished"
         elif holder(dirpath):  # a live process trains it, whatever an earlier attempt left
             run["status"] = "running"
-        elif pending_divergence(dirpath) is not None:  # as study.run_state: whoever ran it
+        elif run["diverged"] is not None:  # as study.run_state: whoever ran it
             run["status"] = "diverged"
         else:
             run["status"] = status.get("status") or "partial"
             if run["status"] in ("finished", "running"):  # stale status file
                 run["status"] = "partial"
         run["last_lines"] = status.get("last_lines", [])
-        run["diverged"] = pending_divergence(dirpath)
         if problem:
             run["status"] = "unreadable results.json"
         runs.append(run)
