@@ -191,7 +191,7 @@ def input_spec(cfg: TrainConfig):
 
     return (tf.TensorSpec([None], tf.string, name="images"),
             f"tf.string [N], encoded JPEG (or PNG) files; the shorter side resized to "
-            f"{size * imagenet._EVAL_RESIZE // imagenet.INFO.image_size} and the central "
+            f"{int(imagenet.eval_shorter_side(size))} and the central "
             f"{size}x{size} crop, scaled to [0, 1] and normalized by the ImageNet channel mean and "
             "standard deviation", preprocess)
 

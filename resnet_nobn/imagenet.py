@@ -148,11 +148,16 @@ def preprocess_train(encoded, seed, size=INFO.image_size):
     return _normalize(image)
 
 
+def eval_shorter_side(size=INFO.image_size):
+    """The shorter side evaluation resizes an image to before its central size x size crop."""
+    return size * _EVAL_RESIZE / INFO.image_size
+
+
 def preprocess_eval(encoded, size=INFO.image_size):
     """Resize the shorter side to 256/224 * size, then the central size x size crop."""
     image = tf.io.decode_jpeg(encoded, channels=3)
     shape = tf.cast(tf.shape(image)[:2], tf.float32)
-    scale = (size * _EVAL_RESIZE / INFO.image_size) / tf.reduce_min(shape)
+    scale = eval_shorter_side(size) / tf.reduce_min(shape)
     new = tf.cast(tf.round(shape * scale), tf.int32)
     image = tf.image.resize(image, new, method="bilinear")
     top, left = (new[0] - size) // 2, (new[1] - size) // 2

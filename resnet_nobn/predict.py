@@ -46,7 +46,6 @@ def digest(export_dir, meta):
     return h.hexdigest()
 
 
-
 def printable(text):
     r"""`text` with its control and other unprintable characters escaped (\x1b, \u202e): a label
     name or file name from someone else cannot send escape sequences to the terminal."""
@@ -163,19 +162,15 @@ def header_size(raw):
     return None
 
 
-def shorter(size):
-    """The shorter side an ImageNet model of `size` resizes an image to (resnet_nobn/imagenet.py)."""
-    from resnet_nobn import imagenet
-    return size * imagenet._EVAL_RESIZE / imagenet.INFO.image_size
-
-
 def read_images(paths, meta, resize=False):
     """(the serving input for `paths`, a note per file); UserError for a file that cannot be read
     or decoded, claims more than MAX_PIXELS pixels, or (CIFAR, without `resize`) is not of the
     model's size."""
     import numpy as np
     import tensorflow as tf
+    from resnet_nobn.imagenet import eval_shorter_side
     size, batch, notes = meta["image_size"], [], []
+    shorter = eval_shorter_side(size)  # an ImageNet model's evaluation resize
     for path in paths:
         try:
             with open(path, "rb") as f:
@@ -197,8 +192,8 @@ def read_images(paths, meta, resize=False):
             raise UserError(f"{path} is a {kind}" + (f" of {frames} frames" if frames > 1 else "")
                             + f"; the {meta['dataset']} model decodes JPEG, PNG and one-frame GIF "
                             "files, as its evaluation does: convert it to JPEG or PNG")
-        if meta["input"] == "encoded" and w * h * (shorter(size) / min(w, h)) ** 2 > MAX_PIXELS:
-            raise UserError(f"{path} is {w}x{h} pixels: its shorter side resized to {shorter(size):g}"
+        if meta["input"] == "encoded" and w * h * (shorter / min(w, h)) ** 2 > MAX_PIXELS:
+            raise UserError(f"{path} is {w}x{h} pixels: its shorter side resized to {shorter:g}"
                             f", as evaluation does, makes more than predict's limit of "
                             f"{MAX_PIXELS:,} pixels; crop it closer to square first")
         try:  # encoded files are decoded in the graph as evaluation does: decode_jpeg (JPEG, PNG)
