@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resnet_nobn.recipes import FIXUP_REMEDY, MEASURED, REMEDIES, warmup_rule  # noqa: E402
-from resnet_nobn.rundir import read_json  # noqa: E402
+from resnet_nobn.train.rundir import read_json  # noqa: E402
 from stability import NETS, PAPER, long_dir, outcome  # noqa: E402  (neither imports TensorFlow)
 
 ROWS = ["bn", "paper_advice", *REMEDIES, FIXUP_REMEDY[0]]

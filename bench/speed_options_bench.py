@@ -58,9 +58,9 @@ def main(argv=None):
     import tensorflow as tf
     tf.get_logger().setLevel("ERROR")
 
-    from resnet_nobn import train
+    from resnet_nobn.train import trainer as train_lib
     from resnet_nobn.config import TrainConfig
-    from resnet_nobn.model import ModelConfig
+    from resnet_nobn.config import ModelConfig
 
     model = ModelConfig(widths=widths, blocks_per_stage=(blocks,) * len(widths),
                         stem_width=widths[0])
@@ -77,7 +77,7 @@ def main(argv=None):
                               strategy="one_device", model_dir=os.path.join(tmp, str(len(rows))),
                               **opts)
             t0 = time.time()
-            trainer = train.Trainer(cfg)
+            trainer = train_lib.Trainer(cfg)
             with contextlib.redirect_stdout(io.StringIO()):
                 results = trainer.run()
             total = time.time() - t0

@@ -27,9 +27,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from resnet_nobn.advice import advised_flags, flag_value  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import FIXUP_REMEDY, REMEDIES, WARMUP, warmup_rule  # noqa: E402
-from resnet_nobn.rundir import pending_divergence, read_json, retry_flags  # noqa: E402
+from resnet_nobn.study.advice import advised_flags, flag_value  # noqa: E402  (none imports TensorFlow)
+from resnet_nobn.train.rundir import pending_divergence, read_json, retry_flags  # noqa: E402
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]

@@ -24,10 +24,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from resnet_nobn.cifar import InMemoryInput  # noqa: E402
 from resnet_nobn.config import DATASETS, TrainConfig  # noqa: E402
-from resnet_nobn.model import ModelConfig  # noqa: E402
-from resnet_nobn.train import Trainer  # noqa: E402
+from resnet_nobn.config import ModelConfig  # noqa: E402
+from resnet_nobn.data.cifar import InMemoryInput  # noqa: E402
+from resnet_nobn.train.trainer import Trainer  # noqa: E402
 
 
 def _time_steps(trainer, iterator, steps, per_loop=None):
@@ -67,7 +67,7 @@ def loop_overhead(args):
     inside one tf.function (tf.range) on one fixed batch: per-step overhead shows at this size."""
     import dataclasses
 
-    from resnet_nobn.model import build_model, conv_kernels
+    from resnet_nobn.model.network import build_model, conv_kernels
     model_cfg = ModelConfig(widths=(8, 8, 8), stem_width=8, blocks_per_stage=(1, 1, 1))
     base = TrainConfig(model=model_cfg, use_synthetic_data=True, batch_size=8,
                        strategy="one_device", model_dir="/tmp/bench_loop")

@@ -19,10 +19,10 @@ import typing
 
 from absl import flags
 
-from resnet_nobn import cluster
 from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig, options, resolve_init
 from resnet_nobn.errors import UserError
 from resnet_nobn.recipes import datasets_of
+from resnet_nobn.train import cluster, multiworker
 
 _RECIPE = []  # the recipe define_flags was given: config_from_flags starts from it
 
@@ -167,15 +167,15 @@ def main(argv):
 
     def configure_and_train():
         cfg = config_from_flags(flags.FLAGS)
-        cluster.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
+        multiworker.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
         if cluster.wants_multi_worker(cfg.strategy):
-            cluster.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
+            multiworker.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
         with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
             import tensorflow as tf
-            from resnet_nobn import train
+            from resnet_nobn.train import trainer
             cluster.probe_devices()
         tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
-        train.train(cfg)
+        trainer.train(cfg)
 
     main_wrapper(configure_and_train)
 

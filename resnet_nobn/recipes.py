@@ -1,7 +1,7 @@
 """The paper's recipes, each a configuration, and what a diverged run should retry with.
 
 `cifar()` is Table 1 and Section 4 (the defaults of TrainConfig and ModelConfig); `imagenet()` is
-Section 4.2 with the ResNet-34 variant of resnet_nobn/imagenet.py. run/cifar_train.py and
+Section 4.2 with the ResNet-34 variant of resnet_nobn/data/imagenet.py. run/cifar_train.py and
 run/imagenet_train.py differ only by the recipe their flags default to.
 """
 from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig
@@ -14,7 +14,7 @@ def cifar() -> TrainConfig:
 
 
 def imagenet() -> TrainConfig:
-    """ImageNet (Section 4.2): the all-convolutional ResNet-34 variant (resnet_nobn/imagenet.py);
+    """ImageNet (Section 4.2): the all-convolutional ResNet-34 variant (resnet_nobn/data/imagenet.py);
     global batch 256, learning rate 0.1 times 0.94 every two epochs, 700k steps. One epoch is
     1,281,167 / 256 = 5,004.56 steps, so the rate is multiplied by 0.94 every 10,009 steps.
     Momentum 0.9 and weight decay 1e-4 as for CIFAR."""
@@ -39,7 +39,7 @@ def warmup_rule(train_steps, lr_boundaries=(), lr_decay_every=0):
     ramp over the first half of the first rate period (the steps before the first
     --lr_boundaries entry, or --lr_decay_every, or --train_steps with neither). The paper's 60k
     steps: 15,000 steps of its first 30,000; a 1,500-step run with drops at 750 and 1,250: 375.
-    The ramp is a function of the global step (resnet_nobn/steps.py): a run continued from step s
+    The ramp is a function of the global step (resnet_nobn/train/steps.py): a run continued from step s
     runs at min(1, (s+1)/W) of its rate there, as if it had warmed up from step 0."""
     first = lr_boundaries[0] if lr_boundaries else (lr_decay_every or train_steps)
     return max(1, first // 2)

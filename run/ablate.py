@@ -24,7 +24,7 @@ import sys
 
 from absl import flags, logging
 
-from resnet_nobn import hparams, study
+from resnet_nobn.study import grid, hparams, launcher
 
 REPO = _start.REPO
 
@@ -39,15 +39,16 @@ def _dataset_from_argv(argv):
 
 
 # The training entry point defines the base flags, with its own defaults (CIFAR's or ImageNet's).
-ENTRY = os.path.join(REPO, study.ENTRY_POINTS.get(_dataset_from_argv(sys.argv), "run/cifar_train.py"))
+ENTRY = os.path.join(REPO, launcher.ENTRY_POINTS.get(_dataset_from_argv(sys.argv), "run/cifar_train.py"))
 _before = set(flags.FLAGS)
 _spec = importlib.util.spec_from_file_location("_study_entry_point", ENTRY)
 _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
 TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
 
-from resnet_nobn import advice, cli
+from resnet_nobn import cli
 from resnet_nobn.errors import UserError
-from resnet_nobn.rundir import read_json
+from resnet_nobn.study import advice
+from resnet_nobn.train.rundir import read_json
 
 flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
                     "experiment summary, and the report.")
@@ -106,7 +107,7 @@ def build_study():
     inits = _choices(FLAGS.vary_init or [FLAGS.init], ("auto",) + INITS, "vary_init")
     heads = _choices(FLAGS.vary_head or [FLAGS.head], HEADS, "vary_head")
     try:
-        blocks = ([study.parse_blocks(b, stages) for b in FLAGS.vary_blocks]
+        blocks = ([grid.parse_blocks(b, stages) for b in FLAGS.vary_blocks]
                   or [base.model.blocks_per_stage])
         seeds = [int(s) for s in FLAGS.seeds] or [base.seed]
         leakiness = [float(v) for v in FLAGS.vary_relu_leakiness]
@@ -116,7 +117,7 @@ def build_study():
     if any(not 0 <= v < 1 for v in leakiness) or any(not 0 < v < float("inf") for v in rates):
         raise UserError("--vary_relu_leakiness takes values in [0, 1), --vary_learning_rate "
                         "positive finite ones")
-    configs = study.make_grid(base, os.path.abspath(FLAGS.root), norms, inits, heads, blocks, seeds,
+    configs = grid.make_grid(base, os.path.abspath(FLAGS.root), norms, inits, heads, blocks, seeds,
                               leakiness=leakiness, learning_rates=rates)
     if not configs:  # make_grid drops the points that cannot exist: here, all of them
         raise UserError(f"the grid has no run: init {','.join(inits)} runs without BN only and "
@@ -131,7 +132,7 @@ def run():
     configs, base_args = build_study()
     for cfg in configs:
         try:
-            study.check_compatible(cfg)
+            launcher.check_compatible(cfg)
         except ValueError as e:
             raise UserError(str(e)) from None
     with cli.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
@@ -145,17 +146,17 @@ def run():
                         "permissions or use another --root") from None
     if FLAGS.print_commands:  # the runs the study would launch now; why the others are not
         for cfg in configs:
-            why = study.skipped(cfg, study.run_state(cfg), FLAGS.retry_failed,
+            why = launcher.skipped(cfg, launcher.run_state(cfg), FLAGS.retry_failed,
                                 FLAGS.follow_retry_advice)
             if why:
                 print(f"# {cfg.model_dir}: {why}", file=sys.stderr, flush=True)
             else:
                 hparams.write_run_hparams(cfg)
-                print(shlex.join(study.command(cfg, ENTRY, base_args) + study.launch_flags(
+                print(shlex.join(grid.command(cfg, ENTRY, base_args) + launcher.launch_flags(
                     cfg, FLAGS.follow_retry_advice)))
         return
     print(f"study: {len(configs)} runs under {FLAGS.root}", flush=True)
-    states = study.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
+    states = launcher.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
                              retry_failed=FLAGS.retry_failed,
                              follow_advice=FLAGS.follow_retry_advice,
                              log=lambda m: print(m, flush=True))

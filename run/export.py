@@ -8,7 +8,7 @@ classes), model.keras, model_card.md, labels.txt and export.json. Exports the ne
 whose weights are finite (after a divergence, the one a re-run resumes from), or
 --checkpoint=STEP. --overwrite replaces only an earlier export (a directory holding export.json
 and nothing an export does not write), never a run directory or a directory around one. What is
-written: resnet_nobn/export.py.
+written: resnet_nobn/export/writer.py.
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 from absl import flags, logging
@@ -30,12 +30,12 @@ def main(argv):
     logging.set_verbosity(logging.ERROR)  # tfds' notes on a dataset that is not prepared here
 
     def run():
-        from resnet_nobn import export
-        export.check_paths(FLAGS.model_dir, FLAGS.export_dir, FLAGS.checkpoint, FLAGS.overwrite)
+        from resnet_nobn.export import writer
+        writer.check_paths(FLAGS.model_dir, FLAGS.export_dir, FLAGS.checkpoint, FLAGS.overwrite)
         with cli.quiet_stderr():  # TensorFlow's start-up lines
             import tensorflow as tf
         tf.get_logger().setLevel("ERROR")
-        export.export(FLAGS.model_dir, FLAGS.export_dir, FLAGS.checkpoint, FLAGS.overwrite)
+        writer.export(FLAGS.model_dir, FLAGS.export_dir, FLAGS.checkpoint, FLAGS.overwrite)
 
     cli.main_wrapper(run, "interrupted; nothing was exported")
 

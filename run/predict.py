@@ -3,10 +3,10 @@
     python run/predict.py --export_dir=exports/cifar100 cat.png dog.jpg
 
 Uses the SavedModel of run/export.py (the run's evaluation preprocessing is inside it) and the
-label names recorded at export; the export is checked first (resnet_nobn/predict.py). CIFAR
+label names recorded at export; the export is checked first (resnet_nobn/export/predict.py). CIFAR
 models take 32x32 images: another size is refused, or resized (bilinear, antialiased) with
 --resize, and said so. ImageNet models take any JPEG or PNG. An image of more than MAX_PIXELS
-pixels (resnet_nobn/predict.py) is refused before it is decoded. Names and paths are printed
+pixels (resnet_nobn/export/predict.py) is refused before it is decoded. Names and paths are printed
 with their control characters escaped.
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
@@ -27,7 +27,7 @@ def main(argv):
         raise app.UsageError("give one or more image files: run/predict.py --export_dir=E FILE...")
 
     def run():
-        from resnet_nobn import predict
+        from resnet_nobn.export import predict
         read = predict.read_export(FLAGS.export_dir)  # checked before TensorFlow loads
         with cli.quiet_stderr():  # TensorFlow's start-up lines
             import tensorflow as tf

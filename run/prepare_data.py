@@ -11,9 +11,9 @@ cannot be downloaded automatically: put ILSVRC2012_img_train.tar and ILSVRC2012_
 https://image-net.org in the manual directory and this converts them (hours, ~150 GB). Then train
 with `python run/cifar_train.py --dataset=NAME --data_dir=DIR` (or run/imagenet_train.py), or copy
 DIR to a machine without internet access. A dataset already prepared in DIR is checked (its
-dataset_info.json and features.json readable, every shard whole: resnet_nobn/tfds_dir.py) and
+dataset_info.json and features.json readable, every shard whole: resnet_nobn/data/tfds_dir.py) and
 left as it is; a damaged one is named, with the fix: delete its directory and run this again.
-Every network wait of the download is bounded (resnet_nobn/download.py).
+Every network wait of the download is bounded (resnet_nobn/data/download.py).
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 import os
@@ -50,7 +50,7 @@ def prepare():
             raise UserError(f"cannot create --data_dir={data_dir}: {e.strerror or e}") from None
     with cli.quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
-        from resnet_nobn import cifar, imagenet, tfds_dir
+        from resnet_nobn.data import cifar, imagenet, tfds_dir
     tf.get_logger().setLevel("ERROR")
     tfds_dir.check_readable(name, imagenet.data_root(data_dir))
     if name == imagenet.NAME:

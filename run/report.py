@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import flags  # noqa: E402
 
-from resnet_nobn import cli, report  # noqa: E402
+from resnet_nobn import cli  # noqa: E402
+from resnet_nobn.study import report
 
 flags.DEFINE_string("root", None, "Root directory of the study (run/ablate.py --root).")
 flags.DEFINE_string("out_md", None, "Markdown file for the table (default: ROOT/report.md).")

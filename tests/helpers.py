@@ -7,7 +7,7 @@ import sys
 import time
 
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.model import ModelConfig
+from resnet_nobn.config import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from resnet_nobn import rundir
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.errors import UserError
+from resnet_nobn.train import rundir
 from tests.helpers import run_cli, tiny_config
 
 
@@ -66,7 +66,7 @@ def test_numbers_written_in_another_json_type_are_read_as_the_same_number(tmp_pa
     assert rundir.check_model_dir(cfg)[1] == {}
     read = TrainConfig.from_json(json.loads((tmp_path / "config.json").read_text()))
     assert read.to_json() == cfg.to_json() and all(type(w) is int for w in read.model.widths)
-    from resnet_nobn import model as model_lib
+    from resnet_nobn.model import network as model_lib
     model_lib.build_model(read.model)  # 8.0 channels were a Keras traceback
     # a value that is not the number stays as written, and the refusal tells the two apart
     _write(cfg, lambda d: d.update(use_synthetic_data="True"))

@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 
-from resnet_nobn import model as model_lib
 from resnet_nobn.config import ModelConfig
+from resnet_nobn.model import network as model_lib
 from tests.helpers import ROOT
 
 FRESH = r"""

@@ -1,6 +1,6 @@
 """The Keras model of Theorem 3.2's network (Hardt & Ma 2017, Section 3), from the weights that
 theory.section3.expressivity constructs: [UnitNormalization] -> Dense(k) A_0 -> l blocks -> final block,
-every block the project's `resnet_nobn.blocks.ResidualBlock` (`h + V ReLU(U h + s)`: first =
+every block the project's `resnet_nobn.model.blocks.ResidualBlock` (`h + V ReLU(U h + s)`: first =
 Dense(k, use_bias=True) holding U and s, second = Dense(k, use_bias=False) holding V).
 
 The final block's skip R^k -> R^r, which the paper glosses over, is the fixed, parameter-free
@@ -80,13 +80,13 @@ def _network_class():
 def build_model(a0, w, d, normalize=True):
     """The Keras model: [UnitNormalization] -> Dense(k) A_0 -> l ResidualBlocks -> final block.
 
-    Each block is `resnet_nobn.blocks.ResidualBlock(Dense(k, use_bias=True), Dense(k,
+    Each block is `resnet_nobn.model.blocks.ResidualBlock(Dense(k, use_bias=True), Dense(k,
     use_bias=False))`; the final one has Dense(r) layers and the PadOrTruncate(r) shortcut.  The
     Dense layers are created with initializers that return the construction's weights and are
     built directly (no symbolic call), so the model is ready without tracing anything.
     """
     import keras
-    from resnet_nobn.blocks import ResidualBlock
+    from resnet_nobn.model.blocks import ResidualBlock
 
     ell, k, _ = w["U"].shape
     r = w["Uf"].shape[0]
@@ -132,7 +132,7 @@ def run_float32(model, x32, batch_size=8192, sample=256, seed=0):
     (it checks that the loop is the model's function).  Returns (outputs, max |loop - model| on the
     sample)."""
     import tensorflow as tf
-    from resnet_nobn.blocks import ResidualBlock
+    from resnet_nobn.model.blocks import ResidualBlock
 
     blocks = [b for b in model.layers if isinstance(b, ResidualBlock)]
     middle, final = blocks[:-1], blocks[-1]

@@ -1,0 +1,207 @@
+"""CIFAR-10/100 input (Section 4): tfds, held in memory, augmented as in the TensorFlow ResNet code.
+
+Training augmentation (cifar_input.py of tensorflow/models/resnet, which the paper forked): zero-pad
+to 36x36 (`image_size + 4`, `crop_padding=2` pixels a side), random 32x32 crop, random horizontal
+flip, per-image standardisation. The test split is only standardised.
+
+Determinism and resuming. CIFAR fits in memory (50,000 x 32x32x3 bytes), so the training stream is a
+pure function of (seed, step): epoch e visits the examples in the order of a stateless permutation
+seeded by (seed, e), and the example at stream position p is augmented with stateless randomness
+seeded by (seed, p). A run resumed at step s starts the stream at position s * batch_size, so it
+sees exactly the batches the uninterrupted run would have seen, on any number of replicas
+(resnet_nobn/data/pipeline.py).
+"""
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
+from resnet_nobn.data import download, tfds_dir
+from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
+from resnet_nobn.errors import UserError, prepare_data_command
+
+NAMES = ("cifar10", "cifar100")
+DOWNLOAD_RETRIES = 3  # tfds' retries of a failed download request (its default 10: 204 s offline)
+
+
+def prepare_tfds_builder(name, data_dir):
+    """Returns a prepared tfds builder, or raises UserError saying how to get the data.
+
+    With an explicit `data_dir` nothing is downloaded: the data must already be there. Without
+    one, tfds' default directory is used and tfds may download (CIFAR) into it.
+    """
+    builder = tfds_builder(name, data_dir)
+    if builder.is_prepared():
+        return builder
+    if data_dir is not None:
+        raise UserError(f"no prepared {name} in --data_dir={data_dir} "
+                        f"(expected {builder.data_dir}); {_how_to_prepare(name)}")
+    return download_and_prepare(builder)
+
+
+def tfds_builder(name, data_dir):
+    """The tfds builder of `name` in `data_dir` (None: tfds' default), prepared or not; UserError if
+    `data_dir` is not a directory or holds damaged files of the dataset."""
+    import tensorflow_datasets as tfds
+    if data_dir is not None and not os.path.isdir(data_dir):
+        raise UserError(f"--data_dir={data_dir} is not a directory; create it with "
+                        f"`{prepare_data_command(name, data_dir)}` or point it at a tfds data dir")
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+        builder.is_prepared()
+    except Exception as e:  # noqa: BLE001 -- a damaged dataset_info.json and the like
+        raise UserError(f"the {name} files in --data_dir={data_dir} are damaged ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:120] if str(e) else ''}); prepare it again with "
+                        f"`{prepare_data_command(name)}`") from None
+    return builder
+
+
+def _how_to_prepare(name):
+    return (f"prepare it on a machine with internet access with `{prepare_data_command(name)}` "
+            f"and copy DIR here (or pass its path with --data_dir)")
+
+
+def _reason(e):
+    """`e` in a few words: requests' "...(host='H', ...): Max retries exceeded with url: U (Caused
+    by X(...))" as "ConnectionError: X for HU"; anything else as its type and its text."""
+    text = " ".join(str(e).split())
+    cause, url = re.search(r"Caused by (\w+)", text), re.search(r"with url: (\S+)", text)
+    host = re.search(r"host='([^']+)'", text)
+    if cause:
+        where = (host.group(1) if host else "") + (url.group(1) if url else "")
+        return f"{type(e).__name__}: {cause.group(1)}" + (f" for {where}" if where else "")
+    return f"{type(e).__name__}: {text[:160]}" if text else type(e).__name__
+
+
+def download_and_prepare(builder):
+    """Downloads CIFAR into the builder's data_dir and prepares it (tfds); returns the builder.
+
+    tfds retries a failed request `MAX_RETRIES` = 10 times with exponential backoff: 204 s before
+    any error where the server cannot be reached (measured). With tfds' own setting lowered to
+    DOWNLOAD_RETRIES for this call, and its progress bars off, an offline machine gets the one
+    UserError line in about a second.
+    """
+    import tensorflow_datasets as tfds
+    from tensorflow_datasets.core.download import downloader
+    name, default_retries = builder.name, downloader.MAX_RETRIES
+    seconds = download.timeout()  # each network wait (resnet_nobn/data/download.py)
+    downloader.MAX_RETRIES = DOWNLOAD_RETRIES
+    tfds.disable_progress_bar()
+    try:
+        with download.bounded(seconds):
+            builder.download_and_prepare()
+    except Exception as e:  # noqa: BLE001 -- any download failure is reported the same way
+        raise UserError(f"could not download {name} ({_reason(e)}"
+                        f"{download.explain(str(e), seconds)}); {_how_to_prepare(name)}") from None
+    finally:
+        downloader.MAX_RETRIES = default_retries
+    return builder
+
+
+def load_split(builder, split, info: DatasetInfo = None):
+    """A whole tfds split as numpy arrays (images uint8 NHWC, labels int32).
+
+    With `info`, a file that cannot be read, an image of another shape or a label outside
+    0..num_classes-1 is a UserError naming the file (resnet_nobn/data/tfds_dir.py), before training.
+    """
+    import tensorflow_datasets as tfds
+    images, labels = [], []
+    try:
+        for im, lab in tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True).batch(4096)):
+            images.append(im)
+            labels.append(lab)
+    except tf.errors.OpError as e:
+        error = tfds_dir.read_error(e, builder, builder.name, split) if info else None
+        if error is None:
+            raise
+        raise error from None
+    images, labels = np.concatenate(images), np.concatenate(labels).astype(np.int32)
+    if info is not None:
+        files = os.path.join(str(builder.data_dir), f"{builder.name}-{split}.tfrecord-*")
+        again = ("prepare the data again: "
+                 + prepare_data_command(info.name, tfds_dir.data_dir_root(builder)))
+        if images.shape[1:] != (info.image_size, info.image_size, 3):
+            raise UserError(f"{files} holds {'x'.join(map(str, images.shape[1:]))} images, "
+                            f"{info.name} has {info.image_size}x{info.image_size}x3; {again}")
+        bad = labels[(labels < 0) | (labels >= info.num_classes)]
+        if bad.size:
+            raise UserError(f"{files} holds label {bad[0]}, outside 0..{info.num_classes - 1} of "
+                            f"{info.name}; {again}")
+    return images, labels
+
+
+def standardize(image):
+    """Per-image standardisation (zero mean, unit variance), float32."""
+    return tf.image.per_image_standardization(tf.cast(image, tf.float32))
+
+
+def augment(image, seed, padding):
+    """Zero-pad `padding` pixels a side, random crop back to size, random flip; stateless
+    randomness from `seed` (2 ints)."""
+    size = image.shape[0]
+    seeds = tf.random.experimental.stateless_split(seed, 2)
+    image = tf.image.resize_with_crop_or_pad(image, size + 2 * padding, size + 2 * padding)
+    image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seeds[0])
+    return tf.image.stateless_random_flip_left_right(image, seed=seeds[1])
+
+
+class InMemoryInput:
+    """A dataset held in memory (CIFAR), read through tfds; the stream is a function of the step."""
+
+    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2):
+        self.info, self.seed, self.crop_padding = info, seed, crop_padding
+        self._train_images, self._train_labels = train
+        self._test_images, self._test_labels = test
+
+    def train_dataset(self, ctx: tf.distribute.InputContext, global_batch, start_step):
+        n, seed, padding = len(self._train_labels), self.seed, self.crop_padding
+        images = tf.constant(self._train_images)
+        labels = tf.constant(self._train_labels)
+
+        def epoch(e):
+            order = tf.random.experimental.stateless_shuffle(
+                tf.range(n, dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), e]))
+            return tf.data.Dataset.from_tensor_slices(tf.stack([e * n + tf.range(n, dtype=tf.int64),
+                                                                order], axis=1))
+
+        start = start_step * global_batch
+        ds = tf.data.Dataset.range(start // n, 2 ** 40).flat_map(epoch).skip(start % n)
+
+        def load(t):
+            pos, idx = t[0], t[1]
+            image = augment(tf.gather(images, idx), tf.stack([tf.constant(seed, tf.int64), pos]),
+                            padding)
+            return standardize(image), tf.gather(labels, idx)
+
+        return batch_and_prefetch(pipeline_part(ds, global_batch, ctx), load, ctx, global_batch)
+
+    def num_eval_batches(self, global_batch):
+        return num_batches(len(self._test_labels), global_batch)
+
+    def eval_dataset(self, ctx: tf.distribute.InputContext, global_batch):
+        """The test split padded to whole global batches; padding has weight 0."""
+        n = len(self._test_labels)
+        total = self.num_eval_batches(global_batch) * global_batch
+        images = tf.constant(self._test_images)
+        labels = tf.constant(self._test_labels)
+        ds = pipeline_part(tf.data.Dataset.range(total), global_batch, ctx)
+
+        def load(i):
+            j = tf.minimum(i, n - 1)
+            return standardize(tf.gather(images, j)), tf.gather(labels, j), tf.cast(i < n, tf.float32)
+
+        return batch_and_prefetch(ds, load, ctx, global_batch)
+
+
+def make_input(cfg: TrainConfig):
+    """The CIFAR input of `cfg`, both splits read into memory and checked (image shape, number
+    of classes, every file readable, every label in range) before training: UserError if
+    unavailable or damaged (resnet_nobn/data/tfds_dir.py)."""
+    info = DATASETS[cfg.dataset]
+    builder = prepare_tfds_builder(cfg.dataset, cfg.data_dir)
+    tfds_dir.check_prepared(builder, cfg.dataset, (info.image_size, info.image_size, 3),
+                            info.num_classes, ("train", "test"))
+    return InMemoryInput(info, load_split(builder, "train", info), load_split(builder, "test", info),
+                         cfg.seed, cfg.crop_padding)

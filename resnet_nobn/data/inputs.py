@@ -1,0 +1,57 @@
+"""The input of a run: which module reads which dataset, and synthetic data for any of them.
+
+CIFAR-10/100 are read by resnet_nobn/data/cifar.py, ImageNet by resnet_nobn/data/imagenet.py; both split
+every global batch over workers and replicas alike (resnet_nobn/data/pipeline.py). Each input has
+`train_dataset(ctx, global_batch, start_step)` of (images, labels), `num_eval_batches(global_batch)`
+and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding weighted 0.
+"""
+import numpy as np
+import tensorflow as tf
+
+from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
+from resnet_nobn.data import cifar, imagenet, tfds_dir
+
+INPUTS = {**{name: cifar.make_input for name in cifar.NAMES}, imagenet.NAME: imagenet.make_input}
+
+
+class SyntheticInput:
+    """`--use_synthetic_data`: one fixed random batch per replica, repeated; no I/O.
+
+    For smoke runs and for timing the model alone. A net can memorise the batch, so the loss falls.
+    """
+
+    def __init__(self, info: DatasetInfo, seed):
+        self.info, self.seed = info, seed
+
+    def _batch(self, ctx, global_batch):
+        b = ctx.get_per_replica_batch_size(global_batch)
+        rng = np.random.default_rng([self.seed, ctx.input_pipeline_id])
+        s = self.info.image_size
+        images = rng.standard_normal((b, s, s, 3)).astype(np.float32)
+        labels = rng.integers(0, self.info.num_classes, b).astype(np.int32)
+        return images, labels
+
+    def train_dataset(self, ctx, global_batch, start_step):
+        return tf.data.Dataset.from_tensors(self._batch(ctx, global_batch)).repeat()
+
+    def num_eval_batches(self, global_batch):
+        return 1
+
+    def eval_dataset(self, ctx, global_batch):
+        images, labels = self._batch(ctx, global_batch)
+        return tf.data.Dataset.from_tensors((images, labels, np.ones(len(labels), np.float32)))
+
+
+def make_input(cfg: TrainConfig):
+    """The input for `cfg.dataset` (a name of DATASETS: TrainConfig refuses others): synthetic, or
+    read through tfds (UserError if unavailable)."""
+    if cfg.use_synthetic_data:
+        return SyntheticInput(DATASETS[cfg.dataset], cfg.seed)
+    return INPUTS[cfg.dataset](cfg)
+
+
+def read_error(error, inp):
+    """The one-line UserError for `error` if it was raised reading the damaged files of input
+    `inp` while training (ImageNet is read as it trains; CIFAR is checked when loaded), else None."""
+    builder = getattr(inp, "builder", None)
+    return tfds_dir.read_error(error, builder, builder.name) if builder is not None else None

@@ -1,0 +1,181 @@
+"""The model card of an export (model_card.md, written by resnet_nobn/export/writer.py): what the
+network is, which checkpoint, its error from results.json, how to use and load the files, the
+versions, and what it is not.
+"""
+import datetime
+import os
+
+from resnet_nobn import recipes
+from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, config_diffs, options,
+                                 resolve_head_seed, resolve_init)
+from resnet_nobn.export.files import KERAS
+from resnet_nobn.export.serving import CIFAR, TOP_K, input_spec
+from resnet_nobn.study import report
+from resnet_nobn.train import rundir
+
+# How to load model.keras: given in the model card and in docs/training.md.
+LOAD_KERAS = ("```python", "import keras", "from resnet_nobn.model import custom_objects",
+              f'model = keras.saving.load_model("EXPORT_DIR/{KERAS}", '
+              'custom_objects=custom_objects())', "```")
+
+
+def _flag_text(value):
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _recipe(cfg):
+    return recipes.cifar() if cfg.dataset in CIFAR else recipes.imagenet()
+
+
+def run_flags(cfg: TrainConfig):
+    """The flags of the run (config.json) that differ from its entry point's defaults."""
+    recipe = _recipe(cfg)
+    out = []
+    for owner, defaults, cls in ((cfg.model, recipe.model, ModelConfig),
+                                 (cfg, recipe, TrainConfig)):
+        for f in options(cls):
+            value, default = getattr(owner, f.name), getattr(defaults, f.name)
+            if f.name == "init":  # the flag's default is auto
+                default = resolve_init("auto", cfg.model.norm)
+            elif f.name == "head_seed":  # its default follows --seed
+                value, default = resolve_head_seed(value, cfg.seed), cfg.seed
+            if _flag_text(value) != _flag_text(default):
+                out.append(f"--{f.name}={_flag_text(value)}")
+    return out
+
+
+def _pct(x):
+    return "not recorded" if x is None else f"{100 * x:.2f}%"
+
+
+def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, export_dir,
+               model_dir, num_params, chosen=False):
+    """The Markdown model card of an export; `chosen`: its checkpoint was asked for."""
+    import keras
+    import tensorflow as tf
+
+    m, recipe = cfg.model, _recipe(cfg)
+    cifar = cfg.dataset in CIFAR
+    script = "run/cifar_train.py" if cifar else "run/imagenet_train.py"
+    paper_shape = all(getattr(m, k) == getattr(recipe.model, k) for k in
+                      ("widths", "blocks_per_stage", "strides", "stem_width", "stem_kernel",
+                       "stem_stride"))
+    where = "Table 1 (Section 4)" if cifar else "Section 4.2"
+    if m.norm == "batch":
+        what = (f"the BN-ResNet baseline (`--norm=batch`, pre-activation blocks) of the shape of "
+                f"{where}: not the paper's network")
+    elif m.init in ("fixup", "skipinit") or m.head == "trained" or m.init != "identity":
+        what = (f"a normalization-free residual network of the shape of {where}, with "
+                f"`--init={m.init} --head={m.head}` (the paper's: identity, random)")
+    else:
+        what = (f"the all-convolutional, normalization-free residual network of {where}: blocks "
+                f"`x + C2(ReLU(C1 x))`, identity init, a fixed random-projection head")
+    shape = (f"{len(m.widths)} stages of {_flag_text(m.blocks_per_stage)} blocks, widths "
+             f"{_flag_text(m.widths)}, stem {m.stem_kernel}x{m.stem_kernel}/{m.stem_stride} with "
+             f"{m.stem_width} channels; {num_params:,} trainable parameters"
+             + ("" if paper_shape else f" (the paper's shape is widths "
+                f"{_flag_text(recipe.model.widths)}, {_flag_text(recipe.model.blocks_per_stage)} "
+                "blocks per stage)"))
+    flags = run_flags(cfg)
+    results = results or {}
+    evaluated = next((h for h in results.get("history") or []
+                      if isinstance(h, dict) and h.get("step") == step), None)
+    split = "test" if cifar else "validation"
+    data = ("synthetic random images (`--use_synthetic_data`): the errors and the predictions "
+            "mean nothing" if cfg.use_synthetic_data else
+            f"tfds `{cfg.dataset}`"
+            + (f" from `--data_dir={cfg.data_dir}`" if cfg.data_dir else ""))
+    if evaluated is None:
+        seen = ", ".join(str(h.get("step")) for h in results.get("history") or []
+                         if isinstance(h, dict))
+        evaluation = (f"- No evaluation of step {step} is recorded in results.json (evaluated "
+                      f"steps: {seen or 'none'}); no error is given for this checkpoint.")
+    else:
+        n = evaluated.get("eval_examples")
+        # told by the evaluation itself: --eval_only may use another --eval_steps than config.json
+        first = n < DATASETS[cfg.dataset].num_eval and n % cfg.batch_size == 0
+        whole = "" if cfg.use_synthetic_data else (
+            f" (its first {n // cfg.batch_size} batches of {cfg.batch_size}: `--eval_steps`)"
+            if first else " (the whole split)")
+        evaluation = (f"- Top-1 error **{_pct(evaluated.get('top1_error'))}**, top-5 error "
+                      f"**{_pct(evaluated.get('top5_error'))}** at step {evaluated['step']}, on "
+                      f"{n:,} images of "
+                      f"the {split} split{whole} (`results.json`).")
+    nots = []
+    if cfg.use_synthetic_data:
+        nots.append("trained on synthetic random images, not on data")
+    elif cfg.data_dir:
+        nots.append(f"trained on whatever tfds `{cfg.dataset}` directory `{cfg.data_dir}` held: "
+                    "check that it is the real dataset (bench/fashion_mnist_as_cifar10.py, for "
+                    "one, writes Fashion-MNIST as a `cifar10` directory)")
+    if step < recipe.train_steps:
+        nots.append(f"trained {step:,} steps, not the paper's {recipe.train_steps:,}")
+    differs = [d for d in config_diffs(recipe.to_json(), cfg.to_json())
+               if not d.startswith(("num_classes", "image_size", "init", "head_seed"))]
+    if differs:
+        nots.append("not the paper's network: " + "; ".join(differs))
+    row = report.paper_row(cfg.to_json())
+    if row is None or nots:
+        nots.append("not a Table 2 reproduction" + (
+            "" if row is None else f" (Table 2, row {row[0]}: {row[1]}% top-1 error)"))
+    else:
+        nots.append(f"one run (seed {cfg.seed}) of the paper's setup, not a Table 2 "
+                    f"reproduction by itself: Table 2, row {row[0]}, gives {row[1]}% top-1 error")
+    rollbacks = results.get("rollbacks") or []
+    lines = [
+        f"# Model card: {m.norm == 'none' and 'resnet_nobn' or 'resnet_bn'}, {cfg.dataset}, "
+        f"step {step}",
+        "",
+        "## What it is",
+        "",
+        f"- Hardt & Ma, \"Identity Matters in Deep Learning\" (ICLR 2017): {what}.",
+        f"- {shape}; {m.num_classes} classes, {m.image_size}x{m.image_size} RGB input.",
+        f"- Trained by `python {script}` with "
+        + (" ".join(f"`{f}`" for f in flags) if flags else "its defaults") + " (config.json; "
+        "the other flags are the recipe's defaults).",
+        f"- Checkpoint: `ckpt-{step}` of `{os.path.join(model_dir, 'ckpt')}`, step {step}: "
+        + (f"chosen with `--checkpoint`{f'; {note}' if note else ''}." if chosen or note else
+           "the newest that restores with finite weights"
+           + (" (the one a re-run resumes from after a divergence)"
+              if os.path.exists(os.path.join(model_dir, rundir.DIVERGED)) else "")
+           + (f"; skipped: {'; '.join(skipped)}." if skipped else "."))
+        + (f" The run rolled back after a divergence {len(rollbacks)} time(s) (results.json "
+           "`rollbacks`)." if rollbacks else ""),
+        "",
+        "## Evaluation",
+        "",
+        f"- Data: {data}; evaluated on its {split} split, preprocessed as in the served graph.",
+        evaluation,
+        "",
+        "## Use",
+        "",
+        f"- `saved_model/`: `serving_default` takes `images`: {input_spec(cfg)[1]} (the run's "
+        f"evaluation preprocessing, inside the graph); returns `logits` and `probabilities` "
+        f"[N, {m.num_classes}] and `classes` [N, {min(TOP_K, m.num_classes)}] (top-"
+        f"{min(TOP_K, m.num_classes)} indices, best first). `tf.saved_model.load` alone loads it.",
+        "- `model.keras`: the Keras model; it takes preprocessed float images and returns "
+        "logits. With this repository on `sys.path` (EXPORT_DIR: this directory):",
+        "",
+        *LOAD_KERAS,
+        "",
+        f"- `labels.txt`: class i on line i + 1; {names_from}.",
+        f"- `python run/predict.py --export_dir={export_dir} FILE...` prints the top-5 classes "
+        "of image files.",
+        "",
+        "## Versions",
+        "",
+        f"- Trained: commit {results.get('git_commit') or 'not recorded'}, TensorFlow "
+        f"{results.get('tf_version') or '?'}, Keras {results.get('keras_version') or '?'}, "
+        f"{results.get('num_replicas') or '?'} replica(s) ({results.get('strategy') or '?'}).",
+        f"- Exported: commit {rundir.git_commit() or 'not recorded'}, TensorFlow {tf.__version__}, "
+        f"Keras {keras.__version__}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
+        "UTC.",
+        "",
+        "## What it is not",
+        "",
+        *[f"- {x[0].upper()}{x[1:]}." for x in nots],
+        "",
+    ]
+    return "\n".join(lines)
+
+

@@ -1,0 +1,218 @@
+"""Reading an export of resnet_nobn/export/writer.py and predicting with it (run/predict.py).
+
+`read_export` checks the export before anything is loaded from it: export.json complete and of
+the right types, the `digest` it records equal to the digest of saved_model/ and of its own
+description of the model (so an export.json edited, or a saved_model/ copied from another
+export, is refused), labels.txt UTF-8 with one name per class. `read_images` reads each image's
+size from its header (`header_size`: PNG, JPEG, GIF, BMP and WebP, the formats
+tf.io.decode_image reads) and refuses one of more than MAX_PIXELS pixels before decoding it, and
+for an ImageNet model one its graph does not decode (ENCODED: not WebP, BMP or an animated GIF).
+`printable` escapes the control characters of a name or path before it reaches a terminal.
+"""
+import json
+import os
+import struct
+
+from resnet_nobn.config import DATASETS
+from resnet_nobn.errors import UserError, first_line
+from resnet_nobn.export.files import GLOB, LABELS, META, SAVED_MODEL, digest
+
+MAX_PIXELS = 50_000_000  # per image file: width x height x frames, read from its header
+# What the ImageNet graph's tf.io.decode_jpeg decodes, as evaluation does (a GIF of one frame)
+ENCODED = ("JPEG", "PNG", "GIF")
+# export.json: each field predict reads, and the type it must have
+FIELDS = dict(dataset=str, image_size=int, num_classes=int, input=str, step=int, digest=str)
+
+
+def printable(text):
+    r"""`text` with its control and other unprintable characters escaped (\x1b, \u202e): a label
+    name or file name from someone else cannot send escape sequences to the terminal."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
+
+
+def read_export(export_dir):
+    """(export.json, label names) of an export; UserError (one line) if export_dir is not one,
+    or is not the export it says it is (see the module docstring)."""
+    if any(c in export_dir for c in GLOB):
+        raise UserError(f"--export_dir={export_dir} contains [, ], * or ?, which TensorFlow reads "
+                        "as a glob pattern (the SavedModel cannot be loaded from there); rename "
+                        "the directory")
+    path = os.path.join(export_dir, META)
+    try:
+        with open(path, "rb") as f:
+            meta = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        meta = None
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path} is unreadable or not JSON ({e}); export the run again with "
+                        "run/export.py") from None
+    if not os.path.isdir(os.path.join(export_dir, SAVED_MODEL)) or meta is None:
+        raise UserError(f"--export_dir={export_dir} holds no export ({SAVED_MODEL}/ and {META}); "
+                        "make one with run/export.py")
+    bad = [k for k, t in FIELDS.items() if not isinstance(meta, dict)
+           or not isinstance(meta.get(k), t) or isinstance(meta.get(k), bool)]
+    if not bad and (meta["dataset"] not in DATASETS or meta["input"] not in ("pixels", "encoded")
+                    or meta["image_size"] < 1 or meta["num_classes"] < 1):
+        bad = ["dataset, input, image_size or num_classes"]
+    if bad:
+        raise UserError(f"{path} is not an export description of run/export.py ({', '.join(bad)} "
+                        "missing or invalid); export the run again with run/export.py")
+    if digest(export_dir, meta) != meta["digest"]:
+        raise UserError(f"{export_dir}: {META} does not match {SAVED_MODEL}/ (one was edited, or "
+                        f"{SAVED_MODEL}/ comes from another export); export the run again with "
+                        "run/export.py")
+    names = [str(i) for i in range(meta["num_classes"])]
+    path = os.path.join(export_dir, LABELS)
+    try:
+        with open(path, "rb") as f:
+            names = f.read().decode("utf-8-sig").splitlines()  # a BOM an editor wrote: not a name
+    except FileNotFoundError:
+        pass  # class numbers
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is not UTF-8 text (byte {e.start}); write the names as UTF-8, "
+                        "or export the run again") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror}") from None
+    if len(names) != meta["num_classes"]:
+        raise UserError(f"{path} has {len(names)} lines, the model {meta['num_classes']} classes; "
+                        "give one name per line, or export the run again")
+    return meta, names
+
+
+def _gif_frames(raw):
+    """The number of images in a GIF, from its blocks (none decoded)."""
+    pos, frames = 13 + (3 << ((raw[10] & 7) + 1) if raw[10] & 0x80 else 0), 0
+    while pos < len(raw) and raw[pos] != 0x3B:  # up to the trailer
+        if raw[pos] == 0x2C:  # an image descriptor, its colour table and LZW code size
+            frames += 1
+            flags = raw[pos + 9]
+            pos += 11 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)
+        elif raw[pos] == 0x21:  # an extension: its label
+            pos += 2
+        else:
+            raise ValueError("not a GIF block")
+        while pos < len(raw) and raw[pos]:  # data sub-blocks, up to the empty one
+            pos += raw[pos] + 1
+        pos += 1
+    return max(frames, 1)
+
+
+def _webp_size(raw):
+    """(width, height, frames) of a WebP file, from its chunk headers."""
+    kind = raw[12:16]
+    if kind == b"VP8 ":
+        w, h = (v & 0x3FFF for v in struct.unpack("<HH", raw[26:30]))
+    elif kind == b"VP8L":
+        bits = int.from_bytes(raw[21:25], "little")
+        w, h = (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    elif kind == b"VP8X":
+        w, h = (int.from_bytes(raw[i:i + 3], "little") + 1 for i in (24, 27))
+    else:
+        raise ValueError("not a WebP image chunk")
+    frames, pos = 0, 12
+    while pos + 8 <= len(raw):
+        frames += raw[pos:pos + 4] == b"ANMF"
+        size = int.from_bytes(raw[pos + 4:pos + 8], "little")
+        pos += 8 + size + size % 2
+    return w, h, max(frames, 1)
+
+
+def header_size(raw):
+    """(format, width, height, frames) of an encoded image, from its header, without decoding it;
+    None if it is none of the formats tf.io.decode_image reads or its header is damaged."""
+    import tensorflow as tf
+    try:
+        if raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR":
+            return ("PNG", *struct.unpack(">II", raw[16:24]), 1)
+        if raw[:3] == b"\xff\xd8\xff":
+            h, w, _ = (int(v) for v in tf.image.extract_jpeg_shape(raw).numpy())
+            return "JPEG", w, h, 1
+        if raw[:6] in (b"GIF87a", b"GIF89a"):
+            return ("GIF", *struct.unpack("<HH", raw[6:10]), _gif_frames(raw))
+        if raw[:2] == b"BM":
+            core = struct.unpack("<I", raw[14:18])[0] == 12  # the old 12-byte BMP header
+            w, h = struct.unpack("<HH", raw[18:22]) if core else struct.unpack("<ii", raw[18:26])
+            return "BMP", abs(w), abs(h), 1
+        if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+            return ("WebP", *_webp_size(raw))
+    except (struct.error, IndexError, ValueError, tf.errors.InvalidArgumentError):
+        return None
+    return None
+
+
+def read_images(paths, meta, resize=False):
+    """(the serving input for `paths`, a note per file); UserError for a file that cannot be read
+    or decoded, claims more than MAX_PIXELS pixels, or (CIFAR, without `resize`) is not of the
+    model's size."""
+    import numpy as np
+    import tensorflow as tf
+    from resnet_nobn.data.imagenet import eval_shorter_side
+    size, batch, notes = meta["image_size"], [], []
+    shorter = eval_shorter_side(size)  # an ImageNet model's evaluation resize
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(4 * MAX_PIXELS + 1)  # more than any image within the limit holds
+        except OSError as e:
+            raise UserError(f"cannot read {path}: {e.strerror}") from None
+        if len(raw) > 4 * MAX_PIXELS:
+            raise UserError(f"{path} is larger than {4 * MAX_PIXELS:,} bytes, more than any image "
+                            f"within predict's limit of {MAX_PIXELS:,} pixels; scale it down first")
+        header = header_size(raw)
+        if header is None:
+            raise UserError(f"{path} is not a PNG, JPEG, GIF, BMP or WebP image")
+        kind, w, h, frames = header
+        if w * h * frames > MAX_PIXELS:
+            raise UserError(f"{path} is a {kind} of {w}x{h} pixels" + (
+                f" x {frames} frames" if frames > 1 else "") + f", more than predict's limit of "
+                f"{MAX_PIXELS:,} pixels (width x height x frames); scale it down first")
+        if meta["input"] == "encoded" and (kind not in ENCODED or frames > 1):
+            raise UserError(f"{path} is a {kind}" + (f" of {frames} frames" if frames > 1 else "")
+                            + f"; the {meta['dataset']} model decodes JPEG, PNG and one-frame GIF "
+                            "files, as its evaluation does: convert it to JPEG or PNG")
+        if meta["input"] == "encoded" and w * h * (shorter / min(w, h)) ** 2 > MAX_PIXELS:
+            raise UserError(f"{path} is {w}x{h} pixels: its shorter side resized to {shorter:g}"
+                            f", as evaluation does, makes more than predict's limit of "
+                            f"{MAX_PIXELS:,} pixels; crop it closer to square first")
+        try:  # encoded files are decoded in the graph as evaluation does: decode_jpeg (JPEG, PNG)
+            image = (tf.io.decode_jpeg(raw, channels=3) if meta["input"] == "encoded" else
+                     tf.io.decode_image(raw, channels=3, expand_animations=False))
+        except (tf.errors.InvalidArgumentError, ValueError):
+            raise UserError(f"{path} is a damaged {kind} file or one TensorFlow cannot decode"
+                            ) from None
+        h, w = int(image.shape[0]), int(image.shape[1])
+        note = ""
+        if meta["input"] == "encoded":
+            batch.append(raw)
+        else:
+            if (h, w) != (size, size):
+                if not resize:
+                    raise UserError(f"{path} is {w}x{h} pixels; the {meta['dataset']} model takes "
+                                    f"{size}x{size}: resize it, or pass --resize")
+                image = tf.cast(tf.clip_by_value(tf.round(tf.image.resize(
+                    image, [size, size], antialias=True)), 0, 255), tf.uint8)
+                note = f" (resized from {w}x{h} to {size}x{size})"
+            batch.append(image.numpy())
+        notes.append(note)
+    inputs = (tf.constant(batch, tf.string) if meta["input"] == "encoded"
+              else tf.constant(np.stack(batch), tf.uint8))
+    return inputs, notes
+
+
+def predict(export_dir, paths, resize=False, read=None):
+    """[(path, note, [(class, name, probability)] top-5)] from the SavedModel of an export;
+    `read`: what read_export(export_dir) returned, if it was called already."""
+    import tensorflow as tf
+    meta, names = read or read_export(export_dir)
+    inputs, notes = read_images(paths, meta, resize)
+    try:
+        serve = tf.saved_model.load(os.path.join(export_dir, SAVED_MODEL)
+                                    ).signatures["serving_default"]
+    except Exception as e:  # noqa: BLE001 -- a damaged or foreign SavedModel
+        text = first_line(e, 160)
+        raise UserError(f"cannot load {os.path.join(export_dir, SAVED_MODEL)} ({text}); export "
+                        "the run again with run/export.py") from None
+    out = serve(images=inputs)
+    classes, probs = out["classes"].numpy(), out["probabilities"].numpy()
+    return [(path, note, [(int(c), names[c], float(p[c])) for c in top])
+            for path, note, top, p in zip(paths, notes, classes, probs)]

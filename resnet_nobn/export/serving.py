@@ -1,0 +1,49 @@
+"""An export's serving signature: the input `serving_default` takes, with the run's evaluation
+preprocessing inside the graph, and its outputs (written by resnet_nobn/export/writer.py,
+described in the model card).
+"""
+from resnet_nobn.config import TrainConfig
+
+TOP_K = 5
+CIFAR = ("cifar10", "cifar100")  # the datasets served as uint8 pixel arrays; the others as files
+
+
+def input_spec(cfg: TrainConfig):
+    """(tf.TensorSpec of the serving input, its description, the evaluation preprocessing)."""
+    import tensorflow as tf
+
+    from resnet_nobn.data import cifar, imagenet
+    size = cfg.model.image_size
+    if cfg.dataset in CIFAR:
+        return (tf.TensorSpec([None, size, size, 3], tf.uint8, name="images"),
+                f"uint8 [N, {size}, {size}, 3] RGB pixels; per-image standardization",
+                cifar.standardize)
+
+    def preprocess(encoded):
+        return tf.map_fn(lambda e: imagenet.preprocess_eval(e, size), encoded,
+                         fn_output_signature=tf.TensorSpec([size, size, 3], tf.float32))
+
+    return (tf.TensorSpec([None], tf.string, name="images"),
+            f"tf.string [N], encoded JPEG (or PNG) files; the shorter side resized to "
+            f"{int(imagenet.eval_shorter_side(size))} and the central "
+            f"{size}x{size} crop, scaled to [0, 1] and normalized by the ImageNet channel mean and "
+            "standard deviation", preprocess)
+
+
+def serving_archive(model, cfg: TrainConfig):
+    """keras.export.ExportArchive of `model` with the `serving_default` endpoint: raw images in,
+    the run's evaluation preprocessing, then `logits`, `probabilities` and top-5 `classes`."""
+    import keras
+    import tensorflow as tf
+    spec, _, preprocess = input_spec(cfg)
+    k = min(TOP_K, cfg.model.num_classes)
+
+    def serve(images):
+        logits = tf.cast(model(preprocess(images), training=False), tf.float32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits),
+                "classes": tf.math.top_k(logits, k).indices}
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serving_default", serve, input_signature=[spec])
+    return archive

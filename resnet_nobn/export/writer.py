@@ -1,0 +1,265 @@
+"""Writing an export: a trained run taken out of its run directory (run/export.py). Reading it
+back and predicting: resnet_nobn/export/predict.py; the model card: resnet_nobn/export/model_card.py.
+
+`export(model_dir, export_dir)` restores one checkpoint of the run and writes EXPORT_DIR whole or
+not at all (built in a temporary directory beside it, then renamed into place): saved_model/ (a
+SavedModel whose `serving_default` takes images as a user has them, with the run's evaluation
+preprocessing inside the graph, `serving_archive`; it loads with `tf.saved_model.load` alone),
+model.keras (the Keras model: preprocessed float images in, logits out), model_card.md,
+labels.txt (the tfds label names, class i on line i + 1) and export.json (the dataset, its
+input, image size, step, and the `digest` of saved_model/ with that description, checked when
+the export is read).
+
+Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes
+by (resnet_nobn/train/checkpoints.py: after a divergence, the newest taken before the blow-up), or the one
+asked for. Checkpoints from any number of replicas or workers restore alike. The run directory is
+only read, and an export is never written into, over or around it (`check_paths`, before
+TensorFlow loads). `--overwrite` replaces only an earlier export holding nothing but what an
+export writes (`check_replaceable`). The rename that puts an export in place never replaces a
+directory that is not empty: of two exports into one new directory at once, one is refused.
+"""
+import errno
+import json
+import os
+import shutil
+import tempfile
+
+from resnet_nobn.config import TrainConfig
+from resnet_nobn.errors import UserError, first_line
+from resnet_nobn.export.files import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
+from resnet_nobn.export.model_card import model_card
+from resnet_nobn.export.serving import CIFAR, serving_archive
+from resnet_nobn.train import rundir
+
+
+# --------------------------------------------------------------------------------------------
+# what is exported, checked before TensorFlow loads
+
+
+def _config(model_dir):
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+        raise UserError(f"{model_dir} holds no config.json: not the --model_dir of a training "
+                        "run (or the run never started); give the --model_dir you trained with")
+    raw = rundir.read_json(path)
+    try:
+        return TrainConfig.from_json(raw)
+    except (TypeError, ValueError, AttributeError) as e:
+        raise UserError(f"{path} is unreadable or not a run configuration ({e}); give the "
+                        "--model_dir of a training run") from None
+
+
+def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
+    """The run's TrainConfig; UserError (one line, nothing written) for a model_dir that is not a
+    trained run, a --checkpoint it does not hold, or an export_dir that cannot be written."""
+    if not (model_dir or "").strip():
+        raise UserError("--model_dir is empty; give the directory of a training run")
+    if not os.path.isdir(model_dir):
+        what = "is a file" if os.path.exists(model_dir) else "does not exist"
+        raise UserError(f"--model_dir={model_dir} {what}; give the directory of a training run")
+    cfg = _config(model_dir)
+    ckpt_dir = os.path.join(model_dir, "ckpt")
+    on_disk = rundir.steps_on_disk(ckpt_dir)
+    if not on_disk:
+        raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
+    if checkpoint is not None and checkpoint not in on_disk:
+        raise UserError(f"--checkpoint={checkpoint}: there is no ckpt-{checkpoint} in {ckpt_dir} "
+                        f"(there are: {', '.join(str(s) for s in sorted(on_disk))})")
+    if not (export_dir or "").strip():
+        raise UserError("--export_dir is empty; give the directory to write the export to")
+    if any(c in export_dir for c in GLOB):
+        raise UserError(f"--export_dir={export_dir} contains [, ], * or ?, which TensorFlow reads "
+                        "as a glob pattern (the SavedModel could not be loaded from there); use a "
+                        "path without them")
+    run, out = os.path.realpath(model_dir), os.path.realpath(export_dir)
+    where = ("is the run directory" if out == run else
+             "contains the run directory" if run.startswith(out.rstrip(os.sep) + os.sep) else
+             "is inside the run directory" if out.startswith(run + os.sep) else None)
+    if where:
+        raise UserError(f"--export_dir={export_dir} {where} --model_dir={model_dir}; give a "
+                        "directory outside the run (nothing was written or deleted)")
+    if os.path.exists(export_dir):
+        if not os.path.isdir(export_dir):
+            raise UserError(f"--export_dir={export_dir} is a file; give a new directory")
+        if os.listdir(export_dir):
+            if not overwrite:
+                raise UserError(f"--export_dir={export_dir} already exists and is not empty; pass "
+                                "--overwrite to replace an earlier export, or give a new directory")
+            check_replaceable(export_dir)
+    _check_writable(export_dir)
+    return cfg
+
+
+def check_replaceable(export_dir):
+    """UserError unless export_dir is an earlier export holding only what an export writes
+    (WRITTEN): what --overwrite may delete."""
+    meta = rundir.read_json(os.path.join(export_dir, META))
+    if meta is None or "checkpoint" not in meta:
+        raise UserError(f"--export_dir={export_dir} is not an export (no {META} of run/export.py); "
+                        "--overwrite replaces only an earlier export: give a new directory")
+    for root, dirs, files in os.walk(export_dir):
+        for name in sorted(dirs + files):
+            rel = os.path.relpath(os.path.join(root, name), export_dir)
+            if not WRITTEN.fullmatch(rel):
+                raise UserError(f"--export_dir={export_dir} holds {rel}, which run/export.py does "
+                                "not write; --overwrite replaces only an earlier export: move "
+                                "that file away, or give a new directory")
+
+
+def _check_writable(export_dir):
+    """UserError unless a directory can be made beside export_dir (in its nearest existing
+    ancestor): tried, and removed at once."""
+    existing = os.path.dirname(os.path.abspath(export_dir))
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UserError(f"--export_dir={export_dir}: {existing} is a file, not a directory; give "
+                        "another path")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".export-probe-", dir=existing))
+    except OSError as e:
+        raise UserError(f"--export_dir={export_dir} cannot be written ({existing}: "
+                        f"{e.strerror}); fix its permissions or give another directory") from None
+
+
+# --------------------------------------------------------------------------------------------
+# the checkpoint
+
+
+def restore(cfg: TrainConfig, model_dir, checkpoint=None):
+    """(model, step, skipped, note): the Keras model of `cfg` with the weights of the newest
+    checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
+    ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
+    re-run would not resume from an explicitly chosen one (or is None)."""
+    from resnet_nobn.train import checkpoints
+    return checkpoints.restore_model(cfg, model_dir, checkpoint)
+
+
+# --------------------------------------------------------------------------------------------
+# label names
+
+
+def label_names(cfg: TrainConfig):
+    """(names, where they came from): the tfds label names of the run's dataset, read without
+    downloading from the prepared dataset in the run's --data_dir (or tfds' default directory),
+    else from the tfds builder's own code; numbers when tfds has no names."""
+    import tensorflow_datasets as tfds
+    n = cfg.model.num_classes
+    for data_dir in dict.fromkeys([cfg.data_dir, None]):
+        try:
+            builder = tfds.builder(cfg.dataset, data_dir=data_dir)
+            names = list(builder.info.features["label"].names)
+        except Exception:  # noqa: BLE001 -- a damaged or missing dataset_info: try the next
+            continue
+        if len(names) != n:
+            continue
+        where = (f"the prepared dataset in {builder.data_dir}" if builder.is_prepared()
+                 else f"tfds' {cfg.dataset} builder (the dataset is not prepared here)")
+        if names == [str(i) for i in range(n)]:
+            return names, (f"class numbers only: {where} has no names; export where "
+                           f"{cfg.dataset} is prepared (--data_dir) to record them")
+        return names, f"the names of {where}"
+    return [str(i) for i in range(n)], f"class numbers only: tfds has no {cfg.dataset} names here"
+
+
+# --------------------------------------------------------------------------------------------
+# the export
+
+
+def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
+    import keras
+
+    from resnet_nobn.model.network import count_params
+    names, names_from = label_names(cfg)
+    serving_archive(model, cfg).write_out(os.path.join(tmp, SAVED_MODEL), verbose=False)
+    model.save(os.path.join(tmp, KERAS))
+    with open(os.path.join(tmp, LABELS), "w", encoding="utf-8") as f:
+        f.write("".join(f"{n}\n" for n in names))
+    meta = dict(dataset=cfg.dataset, image_size=cfg.model.image_size,
+                num_classes=cfg.model.num_classes,
+                input="pixels" if cfg.dataset in CIFAR else "encoded", step=step,
+                checkpoint=f"ckpt-{step}", model_dir=os.path.abspath(model_dir),
+                keras_version=keras.__version__)
+    meta["digest"] = digest(tmp, meta)
+    with open(os.path.join(tmp, META), "w") as f:
+        json.dump(meta, f, indent=2)
+    results = rundir.read_json(os.path.join(model_dir, "results.json"))
+    card = model_card(cfg, step, skipped, note, results, names_from, export_dir, model_dir,
+                      count_params(model.trainable_variables), chosen)
+    with open(os.path.join(tmp, CARD), "w") as f:
+        f.write(card)
+
+
+def _put_in_place(tmp, export_dir, overwrite, parent):
+    """Renames the finished export `tmp` to export_dir. With --overwrite an earlier export there
+    is first moved aside into a directory that is returned (to delete once all is done) and put
+    back if the rename fails. The rename replaces an empty directory, never one with files."""
+    old = None
+    if overwrite and os.path.isdir(export_dir) and os.listdir(export_dir):
+        check_replaceable(export_dir)  # again: it may have changed while this export was made
+        old = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.old-", dir=parent)
+        os.rename(export_dir, os.path.join(old, "export"))
+    try:
+        os.rename(tmp, export_dir)
+    except OSError as e:
+        if old is not None:
+            try:
+                os.rename(os.path.join(old, "export"), export_dir)
+                os.rmdir(old)
+            except OSError:
+                raise UserError(f"cannot put --export_dir={export_dir} in place ({e.strerror}); "
+                                f"the earlier export is in {old}/export") from None
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise UserError(f"--export_dir={export_dir} was written by another export while this "
+                            "one ran; this one was not kept: pass --overwrite to replace it, or "
+                            "give another directory") from None
+        raise
+    return old
+
+
+def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
+    """Exports a run (see the module docstring); returns the exported step. UserError for bad
+    input or a failed write, after which export_dir is as it was."""
+    import tensorflow as tf
+    cfg = check_paths(model_dir, export_dir, checkpoint, overwrite)
+    model, step, skipped, note = restore(cfg, model_dir, checkpoint)
+    if skipped:
+        log(f"skipped {', '.join(skipped)}")
+    log(f"exporting ckpt-{step} (step {step}) of {model_dir}" + (f"; note: {note}" if note else ""))
+    export_dir = os.path.normpath(export_dir)
+    parent = os.path.dirname(os.path.abspath(export_dir))
+    made = parent
+    while not os.path.exists(os.path.dirname(made)) and os.path.dirname(made) != made:
+        made = os.path.dirname(made)
+    made = None if os.path.exists(made) else made  # the first directory this export creates
+    tmp = old = None
+    try:
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would make it, not mkdtemp's 0700
+        _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, checkpoint is not None)
+        old = _put_in_place(tmp, export_dir, overwrite, parent)
+        tmp = None
+    except (OSError, tf.errors.OpError) as e:
+        text = (f"{e.strerror}{f' ({e.filename})' if e.filename else ''}"
+                if isinstance(e, OSError) and e.strerror else first_line(e))
+        raise UserError(f"cannot write --export_dir={export_dir}: {text}; fix permissions, free "
+                        "space or give another directory") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            d = parent
+            while made is not None:  # the directories this export made, if still empty
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    break
+                if d == made:
+                    break
+                d = os.path.dirname(d)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    log(f"wrote {export_dir}: {SAVED_MODEL}/, {KERAS}, {CARD}, {LABELS}, {META}")
+    return step

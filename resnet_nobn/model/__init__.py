@@ -1,0 +1,10 @@
+"""The network of Table 1 and its parts: the identity-parameterized block (blocks.py), the network
+and its variants (network.py), each block's Lipschitz bound (lipschitz.py).
+
+`custom_objects()` is importable from here, as an export's model card says:
+
+    import keras
+    from resnet_nobn.model import custom_objects
+    model = keras.saving.load_model("EXPORT_DIR/model.keras", custom_objects=custom_objects())
+"""
+from resnet_nobn.model.network import custom_objects  # noqa: F401 -- the documented loading line

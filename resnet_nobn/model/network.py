@@ -1,0 +1,248 @@
+"""The all-convolutional, normalization-free residual network of Hardt & Ma, Section 4.
+
+CIFAR (Table 1): one standard 3x3x3x16 conv; three stages of 9 residual blocks with 64, 128, 256
+channels, the first block of stages 2 and 3 with stride 2; 8x8 global average pool; a fixed random
+projection 256 x num_classes that is never trained. 55 convolutions, 13,538,736 trainable
+parameters (the paper says 13.5M in Table 1, 13.59M in the text), all of them convolution kernels.
+
+ImageNet (Section 4.2) uses the same builder with the stage layout of the 34-layer ResNet; see
+`recipes.imagenet()` in resnet_nobn/recipes.py.
+
+One builder makes the paper's model and the ablations / the usual baseline:
+  norm='none'   the paper: block `x + C2(act(C1 x))`, no normalization anywhere.
+  norm='batch'  the BN-ResNet users compare against: the same shape, pre-activation blocks
+                `x + C2(act(BN(C1(act(BN x)))))` and a final BN-activation before pooling, as in
+                the TensorFlow ResNet code the paper forked (He et al. 2016, "identity mappings");
+                as there, the first block of stage 1 activates its input before both shortcut
+                and branch (`activate_before_residual`: `a + C2(act(BN(C1 a)))`, a = act(BN x)),
+                and BN has decay 0.9 and epsilon 0.001. Its statistics are the global batch's
+                on any number of replicas (GlobalBatchNorm), so 2 GPUs train the 1-GPU twin.
+  init          residual convs N(0, sigma^2) with sigma = 1/(k^2 c) ('identity', the paper's),
+                1/(k sqrt c) ('standard', the usual one the paper contrasts with), or
+                sqrt(2/(k^2 c)) ('he', He et al. 2015, used by the BN baseline);
+                k = kernel size, c = output channels. Two published normalization-free
+                baselines that keep the identity at init (see blocks.py): 'fixup' (Zhang et al.
+                2019: C1 He-init times L^(-1/2) for L blocks, C2 = 0, scalar multiplier and
+                biases) and 'skipinit' (De & Smith 2020: He init, a scalar alpha = 0 per branch).
+  relu_leakiness  slope of every activation `act` for x < 0: 0.1 in the TensorFlow ResNet code
+                the paper forked (`relu_leakiness=0.1` in resnet_main.py), 0 for a plain ReLU.
+  head          'random': fixed seeded Gaussian projection, a non-trainable variable, so it is
+                saved in checkpoints and evaluation uses the same matrix; 'trained': a Dense layer.
+The activation after the last block, before the global average pool, is the fork's `unit_last`
+(BN then activation there; without BN the activation remains).
+"""
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import layers
+
+from resnet_nobn.config import ModelConfig, resolve_head_seed
+from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock
+
+
+def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
+    """Standard deviations (C1, C2) of a residual branch's N(0, sigma^2) init (Section 4).
+
+    'identity': sigma = 1/(k^2 c), the paper's; 'standard': 1/(k sqrt c); 'he' and 'skipinit':
+    sqrt(2/(k^2 c)); 'fixup': C1 sqrt(2/(k^2 c)) * L^(-1/2) with L = num_blocks (Fixup's
+    L^(-1/(2m-2)) for m = 2 layers per branch), C2 zero.
+    """
+    k, c = kernel_size, out_channels
+    he = math.sqrt(2.0 / (k * k * c))
+    if init == "fixup":
+        return he / math.sqrt(num_blocks), 0.0
+    std = {"identity": 1.0 / (k * k * c), "standard": 1.0 / (k * math.sqrt(c)),
+           "he": he, "skipinit": he}[init]
+    return std, std
+
+
+def _conv(filters, kernel_size, stride, stddev, seed, name):
+    return layers.Conv2D(
+        filters, kernel_size, strides=stride, padding="same", use_bias=False,
+        kernel_initializer=keras.initializers.RandomNormal(stddev=stddev, seed=seed), name=name)
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
+class PoolPadShortcut(layers.Layer):
+    """Shortcut where the shape changes: average pooling, then zero-padding of channels.
+
+    As in the TensorFlow ResNet code the paper forked: `avg_pool(stride, stride, 'VALID')`, then
+    `(out - in) // 2` zero channels before and the rest after (the fork pads `(out - in) // 2` on
+    both sides: the same for the even differences of Table 1).
+    """
+
+    def __init__(self, stride, in_channels, out_channels, **kwargs):
+        super().__init__(**kwargs)
+        self.stride, self.in_channels, self.out_channels = stride, in_channels, out_channels
+
+    def call(self, x):
+        if self.stride > 1:
+            x = tf.nn.avg_pool2d(x, self.stride, self.stride, "VALID")
+        extra = self.out_channels - self.in_channels
+        if extra:
+            x = tf.pad(x, [[0, 0], [0, 0], [0, 0], [extra // 2, extra - extra // 2]])
+        return x
+
+    def get_config(self):
+        return {**super().get_config(), "stride": self.stride, "in_channels": self.in_channels,
+                "out_channels": self.out_channels}
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
+class RandomProjection(layers.Layer):
+    """The fixed random-projection head of Section 4: `logits = features @ P`, P never trained.
+
+    P ~ N(0, 1/in_features), drawn from `seed`. It is a non-trainable variable, so checkpoints hold
+    it and a restored model evaluates with the matrix it was trained with. Computed in float32.
+    """
+
+    def __init__(self, num_classes, seed, **kwargs):
+        super().__init__(dtype="float32", **kwargs)
+        self.num_classes, self.seed = num_classes, seed
+
+    def build(self, input_shape):
+        n_in = int(input_shape[-1])
+        value = np.random.default_rng(self.seed).normal(
+            0.0, 1.0 / math.sqrt(n_in), size=(n_in, self.num_classes)).astype("float32")
+        self.projection = self.add_weight(
+            name="projection", shape=(n_in, self.num_classes),
+            initializer=keras.initializers.Constant(value), trainable=False)
+
+    def call(self, x):
+        return tf.matmul(tf.cast(x, tf.float32), self.projection)
+
+    def get_config(self):
+        """Without the dtype (always float32): a loaded head is the same layer; its matrix is
+        loaded with the weights, not drawn again."""
+        config = {k: v for k, v in super().get_config().items() if k != "dtype"}
+        return {**config, "num_classes": self.num_classes, "seed": self.seed}
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
+class GlobalBatchNorm(layers.BatchNormalization):
+    """The BN twin's batch normalization: in training, the mean and variance of the *global* batch,
+    over every replica and worker, so N replicas normalize as one device does.
+
+    The values are the fork's (`tf.nn.moments`: the mean, then the mean squared deviation from
+    it); several replicas all-reduce the sums of that two-pass computation (two all-reduces per
+    layer and step), and the gradient flows through both passes. Keras' `synchronized=True`
+    (E[x^2] - E[x]^2), like a two-pass that stops the gradient at the mean as `tf.nn.moments`
+    does, left 2 mirrored replicas 3e-5 (absolute) from one device after 5 steps of the test net
+    at learning rate 0.05; this agrees to 1e-4 relative (tests/train/test_replicas.py).
+    Decay and epsilon: the fork's `_batch_norm` (moving averages `m <- 0.9 m + 0.1 batch`,
+    epsilon 0.001), ModelConfig's bn_momentum and bn_epsilon.
+    """
+
+    def __init__(self, momentum=ModelConfig.bn_momentum, epsilon=ModelConfig.bn_epsilon, **kwargs):
+        super().__init__(momentum=momentum, epsilon=epsilon, **kwargs)
+
+    def _moments(self, inputs, mask):
+        axes = self._reduction_axes
+        ctx = tf.distribute.get_replica_context()
+        replicas = ctx.num_replicas_in_sync if ctx is not None else 1
+
+        def total(t):
+            return ctx.all_reduce("SUM", t) if replicas > 1 else t
+
+        local_sum = tf.reduce_sum(inputs, axes)
+        count = tf.cast(tf.reduce_prod(tf.gather(tf.shape(inputs), axes)), inputs.dtype)
+        sum_and_count = total(tf.concat([local_sum, count[None]], 0))
+        n = sum_and_count[-1]
+        mean = sum_and_count[:-1] / n
+        deviation = tf.math.squared_difference(inputs, mean)
+        return mean, total(tf.reduce_sum(deviation, axes)) / n
+
+
+def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
+    """Builds the network of Table 1 (or its ImageNet / ablation / BN variants) from `cfg`.
+
+    `seed` seeds the conv initialisers; `cfg.head_seed` (default: `seed`) seeds the random
+    projection. Layer names
+    are `stem`, `stage{i}_block{j}` and `head`, so per-stage weights can be found by name.
+    """
+    batch_norm = cfg.norm == "batch"
+
+    def bn(name):
+        return (GlobalBatchNorm(momentum=cfg.bn_momentum, epsilon=cfg.bn_epsilon, name=name)
+                if batch_norm else None)
+
+    inputs = keras.Input((cfg.image_size, cfg.image_size, 3), name="images")
+    stem_std = math.sqrt(2.0 / (cfg.stem_kernel ** 2 * cfg.stem_width))  # a standard conv: He init
+    x = _conv(cfg.stem_width, cfg.stem_kernel, cfg.stem_stride, stem_std, seed, "stem")(inputs)
+    in_ch = cfg.stem_width
+    layer_seed = seed * 10_000
+    branch_scale = {"fixup": 1.0, "skipinit": 0.0}.get(cfg.init)
+    for s, (width, blocks, stride) in enumerate(zip(cfg.widths, cfg.blocks_per_stage, cfg.strides)):
+        std1, std2 = residual_init_stddev(cfg.kernel_size, width, cfg.init, sum(cfg.blocks_per_stage))
+        for b in range(blocks):
+            name = f"stage{s + 1}_block{b + 1}"
+            st = stride if b == 0 else 1
+            layer_seed += 2
+            shortcut = (PoolPadShortcut(st, in_ch, width, name=name + "_shortcut")
+                        if (st != 1 or in_ch != width) else None)
+            norm1 = bn(name + "_bn1")
+            if batch_norm and cfg.activate_before_residual and s == 0 and b == 0:
+                x = LeakyReLU(cfg.relu_leakiness, name=name + "_preact")(norm1(x))
+                norm1 = None
+            x = ResidualBlock(
+                _conv(width, cfg.kernel_size, st, std1, layer_seed, name + "_conv1"),
+                _conv(width, cfg.kernel_size, 1, std2, layer_seed + 1, name + "_conv2"),
+                shortcut=shortcut, norm1=norm1, norm2=bn(name + "_bn2"),
+                leakiness=cfg.relu_leakiness, branch_scale=branch_scale,
+                scalar_biases=cfg.init == "fixup", name=name)(x)
+            in_ch = width
+    if batch_norm:  # the fork's unit_last: BN (batch only), then the activation, then the pool
+        x = bn("final_bn")(x)
+    x = LeakyReLU(cfg.relu_leakiness, name="final_act")(x)
+    x = layers.GlobalAveragePooling2D(name="pool")(x)
+    if cfg.head == "random":
+        logits = RandomProjection(cfg.num_classes, resolve_head_seed(cfg.head_seed, seed),
+                                  name="head")(x)
+    else:  # Fixup also zero-initialises a trained classifier
+        init = ("zeros" if cfg.init == "fixup" else keras.initializers.GlorotUniform(seed=seed))
+        logits = layers.Dense(cfg.num_classes, dtype="float32", name="head",
+                              kernel_initializer=init)(x)
+    return keras.Model(inputs, logits, name="resnet_nobn" if not batch_norm else "resnet_bn")
+
+
+def custom_objects():
+    """The project's Keras classes a saved model.keras is made of, by their registered names: the
+    `custom_objects` of `keras.saving.load_model` (docs/training.md, an export's model card)."""
+    classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, GlobalBatchNorm)
+    return {keras.saving.get_registered_name(c): c for c in classes}
+
+
+def conv_kernels(model):
+    """All convolution kernels (the weights that get weight decay), in layer order."""
+    return [v for v in model.trainable_variables if "kernel" in v.path and "head" not in v.path]
+
+
+def stage_kernels(model):
+    """{stage name: [conv kernels]} for per-stage weight-norm summaries; the stem is its own stage."""
+    groups = {}
+    for v in conv_kernels(model):
+        groups.setdefault(v.path.split("/")[0].split("_")[0], []).append(v)
+    return groups
+
+
+def memory_lower_bound(cfg: ModelConfig, batch):
+    """(bytes of the weights, their gradients and momenta; bytes of the activations a training
+    step of `batch` images keeps for the backward pass), float32, from the shapes alone. A lower
+    bound: a run needing more than the machine has cannot start."""
+    size = math.ceil(cfg.image_size / cfg.stem_stride)
+    params = cfg.stem_kernel ** 2 * 3 * cfg.stem_width
+    activations = size * size * cfg.stem_width
+    in_ch = cfg.stem_width
+    for width, blocks, stride in zip(cfg.widths, cfg.blocks_per_stage, cfg.strides):
+        for b in range(blocks):
+            size = math.ceil(size / (stride if b == 0 else 1))
+            params += cfg.kernel_size ** 2 * (in_ch + width) * width
+            activations += 4 * size * size * width  # conv1, activation, conv2, sum
+            in_ch = width
+    return 3 * 4 * params, 4 * batch * activations
+
+
+def count_params(variables):
+    return int(sum(np.prod(v.shape) for v in variables))

@@ -1,0 +1,239 @@
+"""Ablation studies: a grid of configurations, one run directory and one subprocess each, run
+one after another until every run has finished.
+
+A study varies the factors the paper makes claims about (Section 4): `norm` (none = the paper's
+BN-free net, batch = its BN twin), `init` (identity = the paper's N(0, 1/(k^2 c)^2), standard, he),
+`head` (random = the frozen random projection, trained), `blocks_per_stage` (depth) and the seed.
+Every other hyperparameter comes from the base flags and is the same for every run.
+
+Layout under one root (`tensorboard --logdir ROOT` compares the runs: resnet_nobn/study/hparams.py):
+
+    ROOT/<dataset>/norm-none_init-identity_head-random_blocks-1/seed-0/
+        config.json ckpt/ train/ eval/ results.json written by the trainer (resnet_nobn/train/trainer.py)
+        diverged.json                               the trainer's, while the run stands diverged
+        train.log                                   the trainer's output
+        study_status.json                           running | finished | diverged | failed
+                                                    | timeout | interrupted
+
+A run is finished when its results.json has `global_step >= train_steps`; a finished run is
+skipped, an unfinished one (also one whose study was killed) is re-launched and the trainer resumes
+from its latest checkpoint. A run that diverged is skipped unless the study follows the advice
+(`follow_advice`): then it continues once, from the checkpoint the trainer picks before the
+blow-up, with the flags of its own `retry with:` line; a run continued so, by the study or by hand,
+keeps those flags on every later launch (resnet_nobn/study/advice.py). Each run is a subprocess of the
+training entry point (run/cifar_train.py or run/imagenet_train.py), so a crash or a global Keras
+setting of one run cannot affect the next.
+
+The table and the plot of a study are resnet_nobn/study/report.py's, which needs no TensorFlow.
+"""
+import ctypes
+import ctypes.util
+import math
+import os
+import signal
+import subprocess
+import time
+
+from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
+from resnet_nobn.study import advice
+from resnet_nobn.study.grid import command
+from resnet_nobn.study.hparams import write_run_hparams
+from resnet_nobn.train.rundir import (DIVERGED, atomic_write_json, holder, pending_divergence,
+                                      read_json, retry_flags)
+
+STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
+
+ENTRY_POINTS = {"cifar10": "run/cifar_train.py", "cifar100": "run/cifar_train.py",
+                "imagenet2012": "run/imagenet_train.py"}
+
+
+# --------------------------------------------------------------------------------------------
+# Run state
+
+
+def check_compatible(cfg):
+    """Raises ValueError if cfg.model_dir holds a run with other hyperparameters than `cfg`. A run
+    continued with its retry advice is compared as it was started (resnet_nobn/study/advice.py)."""
+    path = os.path.join(cfg.model_dir, "config.json")
+    old = read_json(path)
+    if old is None and not os.path.exists(path):
+        return
+    if old is None or not isinstance(old.get("model"), dict):
+        raise ValueError(f"{path} is unreadable, not a JSON object or without a `model` object "
+                         "(not a run's config.json); move it away or use another --root")
+    old = advice.as_started(old, _results(cfg))
+    diffs = config_diffs(old, cfg.to_json(), fields=SCIENTIFIC_FIELDS)
+    if diffs:
+        raise ValueError(f"{cfg.model_dir} holds a run with other settings ({'; '.join(diffs)}); "
+                         "use another --root for a study with other base flags")
+
+
+def _results(cfg):
+    return read_json(os.path.join(cfg.model_dir, "results.json")) or {}
+
+
+def run_state(cfg):
+    """'finished', 'running' (a live process holds the run: another study, or a run left by a
+    study that was killed), 'diverged' (its last attempt diverged: diverged.json), 'failed' (it
+    exited with another error or timed out), 'partial' (interrupted: it resumes) or 'new'."""
+    step = _results(cfg).get("global_step")
+    if isinstance(step, int) and step >= cfg.train_steps:
+        return "finished"
+    if holder(cfg.model_dir):
+        return "running"
+    if pending_divergence(cfg.model_dir) is not None:
+        return "diverged"
+    status = read_json(os.path.join(cfg.model_dir, STATUS)) or {}
+    if status.get("status") in ("failed", "timeout"):
+        return "failed"
+    return "partial" if os.path.exists(os.path.join(cfg.model_dir, "config.json")) else "new"
+
+
+def launch_flags(cfg, follow_advice=False):
+    """The flags a launch of the run adds to its study's: those it was continued with, if it was,
+    else, after a divergence and with `follow_advice`, those of its `retry with:` line."""
+    followed = advice.advised_flags(_results(cfg))
+    if followed or not follow_advice or run_state(cfg) != "diverged":
+        return followed
+    return retry_flags(cfg.model_dir)
+
+
+def _write_status(cfg, **status):
+    os.makedirs(cfg.model_dir, exist_ok=True)
+    atomic_write_json(os.path.join(cfg.model_dir, STATUS), status)
+
+
+def _tail(path, n=3):
+    try:
+        with open(path, errors="replace") as f:
+            lines = [l.rstrip() for l in f if l.strip() and not l.startswith(("I0000", "W0000",
+                                                                              "E0000", "WARNING: All"))]
+        return lines[-n:]
+    except OSError:
+        return []
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+
+
+def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follow_advice=False,
+              log=print, python=None):
+    """Runs every unfinished configuration, one subprocess at a time; returns {model_dir: state}.
+
+    A finished run is skipped; a partial one resumes from its checkpoint; a failed one (bad
+    flags, a crash, a timeout) is skipped unless `retry_failed`; a diverged one is skipped unless
+    `follow_advice`, and then continued once with the flags of its `retry with:` line (a run that
+    diverges again with them stays diverged). `timeout` (seconds) bounds each launch. The caller
+    checks `check_compatible` for every configuration first, before writing anything.
+    """
+    states = {}
+    for i, cfg in enumerate(configs):
+        tag = f"[{i + 1}/{len(configs)}] {cfg.model_dir}"
+        state = run_state(cfg)
+        for attempt in (1, 2):  # the second: a run that diverged, once with its advice
+            followed = bool(advice.advised_flags(_results(cfg)))
+            why = skipped(cfg, state, retry_failed, follow_advice)
+            if why:
+                log(f"{tag}: {why}")
+            else:
+                state = _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log,
+                                python)
+                if state == "diverged" and follow_advice and not followed:
+                    continue
+            break
+        states[cfg.model_dir] = "failed" if state == "timeout" else state
+    return states
+
+
+def skipped(cfg, state, retry_failed=False, follow_advice=False):
+    """What the study says of a run in `state` that it does not launch now, or None: a finished
+    one, one a live process trains, a failed one (unless `retry_failed`), a diverged one (unless
+    `follow_advice` and it has not followed its advice yet)."""
+    followed = bool(advice.advised_flags(_results(cfg)))
+    if state == "running":
+        return f"running in another process ({holder(cfg.model_dir)}), skipped"
+    if state == "finished" or (state == "failed" and not retry_failed) or (
+            state == "diverged" and (followed or not follow_advice)):
+        return _skipped(cfg, state, followed)
+    return None
+
+
+def _skipped(cfg, state, followed):
+    """What the study says of a run it skips."""
+    if state == "failed":
+        return "failed, skipped (--retry_failed re-runs it)"
+    if state != "diverged":
+        return f"{state}, skipped"
+    if followed:
+        return (f"diverged again after it was continued with "
+                f"{' '.join(advice.advised_flags(_results(cfg)))}, skipped (see its train.log)")
+    return (f"diverged, skipped (--follow_retry_advice continues it with "
+            f"{' '.join(retry_flags(cfg.model_dir))})")
+
+
+def _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log, python):
+    """One launch of the run's subprocess; returns its state after it."""
+    write_run_hparams(cfg)
+    extra = launch_flags(cfg, follow_advice)
+    cmd = command(cfg, entry, base_args, python) + extra
+    log_path = os.path.join(cfg.model_dir, "train.log")
+    verb = ("continuing with " + " ".join(extra) if state == "diverged" else
+            "resuming" if state in ("partial", "failed") else "starting")
+    log(f"{tag}: {verb} (log: {log_path})")
+    t0 = time.time()
+    _write_status(cfg, status="running", command=cmd, started=t0)
+    with open(log_path, "a") as out:
+        out.write(f"\n$ {' '.join(cmd)}\n")
+        out.flush()
+        try:
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                timeout=timeout, preexec_fn=die_with_parent()).returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    if rc != 0 and holder(cfg.model_dir):  # another process took the run first: not a failure
+        log(f"{tag}: running in another process ({holder(cfg.model_dir)}), skipped")
+        return "running"
+    if rc == 130:
+        _write_status(cfg, status="interrupted", command=cmd, started=t0, ended=time.time())
+        raise KeyboardInterrupt
+    state = run_state(cfg) if rc == 0 else "timeout" if rc is None else "failed"
+    state = "failed" if state not in ("finished", "timeout", "failed") else state
+    diverged_path = os.path.join(cfg.model_dir, DIVERGED)
+    if rc and os.path.exists(diverged_path) and os.path.getmtime(diverged_path) >= t0:
+        state = "diverged"  # this launch diverged (not: refused with an older record there)
+    _write_status(cfg, status=state, returncode=rc, command=cmd, started=t0, ended=time.time(),
+                  last_lines=_tail(log_path))
+    results = _results(cfg)
+    if state == "finished":
+        log(f"{tag}: finished in {time.time() - t0:.0f} s, step {results.get('global_step')}, "
+            f"top-1 error {_pct(results.get('top1_error'))}")
+    elif state == "diverged":
+        diverged = read_json(os.path.join(cfg.model_dir, DIVERGED)) or {}
+        log(f"{tag}: diverged (exit {rc}) at step {diverged.get('step')}; retry with: "
+            f"{diverged.get('retry_with')}")
+    else:
+        log(f"{tag}: {state} (exit {rc}): {' | '.join(_tail(log_path, 1))}")
+    return state
+
+
+def die_with_parent(sig=signal.SIGKILL):
+    """A preexec_fn that makes the child get `sig` when this process dies, however it dies (Linux
+    prctl(PR_SET_PDEATHSIG)), so a study killed with SIGKILL leaves no run training on; None
+    where there is no prctl (the child is then left to finish its run)."""
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the call
+            os._exit(1)
+    return preexec
+
+
+def _pct(x):
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return f"{100 * x:.2f}%" if ok else "n/a"

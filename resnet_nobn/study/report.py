@@ -1,0 +1,329 @@
+"""The table of a study (run/report.py): one Markdown row per configuration, its runs grouped over
+seeds, the paper's Table 2 value beside the paper's own configuration; a run that diverged and
+was continued with its retry advice is grouped with its configuration and marked ‡, with the step
+where it diverged and the flags it continued with. The plot is resnet_nobn/study/curves.py's.
+
+It reads only the JSON files of the run directories (resnet_nobn/study/launcher.py) and needs no
+TensorFlow, so it works while a study is still running, on any machine.
+"""
+import json
+import os
+
+import numpy as np
+
+from resnet_nobn import recipes
+from resnet_nobn.config import RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, differences
+from resnet_nobn.console import hms
+from resnet_nobn.study import advice
+from resnet_nobn.study.curves import figure_formats, plot_curves
+from resnet_nobn.study.grid import blocks_text
+from resnet_nobn.study.launcher import STATUS
+from resnet_nobn.train.rundir import atomic_write_text, holder, pending_divergence, read_json
+
+# Config fields that do not distinguish one configuration from another in the report: the seed,
+# and where a run ran, for how long and its bookkeeping (what a resume may change).
+_NOT_A_FACTOR = ("seed", "eval_only") + RESUMABLE_FIELDS
+
+# The fields that make a network the paper's (Table 1 or the ImageNet variant), whatever its
+# norm, init and head.
+_SHAPE = ("widths", "blocks_per_stage", "strides", "stem_width", "stem_kernel", "stem_stride")
+
+# Table 2 of the paper (top-1 error, %): the "Ours" and "ResNet" rows.
+PAPER_TABLE2 = {
+    "cifar10": {"ours": 6.38, "resnet": 6.43},
+    "cifar100": {"ours": 24.64, "resnet": 25.16},
+    "imagenet2012": {"ours": 35.29, "ours_top5": 14.17, "resnet": 19.38},
+}
+
+
+def load_runs(root, warn=None):
+    """Every run under root: its results.json (if any) with 'run_dir' and 'status' added.
+
+    A results.json that is not a run's (another schema, a string where a number belongs) marks
+    its run "unreadable results.json"; a directory whose configuration is not a run's (an
+    unrelated config.json) is skipped. Each is said in one line to `warn`, if given.
+    """
+    runs = []
+    warn = warn or (lambda msg: None)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("ckpt", "train", "eval"))
+        if "results.json" not in filenames and STATUS not in filenames and not (
+                "config.json" in filenames and holder(dirpath)):  # a run that has not evaluated yet
+            continue
+        path = os.path.join(dirpath, "results.json")
+        raw = read_json(path)
+        problem = results_problem(raw) if raw is not None else (
+            "unreadable or not a JSON object" if os.path.exists(path) else None)
+        results = None if problem else raw
+        status = read_json(os.path.join(dirpath, STATUS)) or {}
+        candidates = [(raw or {}).get("config"), read_json(os.path.join(dirpath, "config.json"))]
+        if problem:  # the run's own config.json before what a malformed results.json says
+            candidates.reverse()
+        config = next((c for c in candidates if is_run_config(c)), None)
+        if config is None:
+            why = problem or ("its config.json has no `model` object with norm, init, head and "
+                              "blocks_per_stage" if os.path.exists(
+                                  os.path.join(dirpath, "config.json")) else None)
+            if why:
+                warn(f"warning: {dirpath}: not a run of this project ({why}); skipped")
+            continue
+        if problem:
+            warn(f"warning: {path}: {problem}; the run is listed as unreadable")
+        run = dict(results or {"history": [], "global_step": 0})
+        # a run continued with its retry advice: grouped as started, marked with what it followed
+        run.update(run_dir=dirpath, config=advice.as_started(config, results),
+                   advice=(advice.diverged_at(results), " ".join(advice.advised_flags(results)))
+                   if advice.advised_changes(results) else None)
+        train_steps = config.get("train_steps") or 0
+        run["diverged"] = pending_divergence(dirpath)
+        if (run.get("global_step") or 0) >= train_steps and results:
+            run["status"] = "finished"
+        elif holder(dirpath):  # a live process trains it, whatever an earlier attempt left
+            run["status"] = "running"
+        elif run["diverged"] is not None:  # as study.run_state: whoever ran it
+            run["status"] = "diverged"
+        else:
+            run["status"] = status.get("status") or "partial"
+            if run["status"] in ("finished", "running"):  # stale status file
+                run["status"] = "partial"
+        run["last_lines"] = status.get("last_lines", [])
+        if problem:
+            run["status"] = "unreadable results.json"
+        runs.append(run)
+    return runs
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _kind(v):
+    return {str: "a string", list: "a list", dict: "an object", bool: "a boolean"}.get(
+        type(v), type(v).__name__)
+
+
+def is_run_config(config):
+    """Whether `config` (a config.json object) is a run's: what the report reads from it is there."""
+    m = config.get("model") if isinstance(config, dict) else None
+    return (isinstance(m, dict) and isinstance(config.get("dataset"), str)
+            and all(isinstance(m.get(k), str) for k in ("norm", "init", "head"))
+            and isinstance(m.get("blocks_per_stage"), list)
+            and all(isinstance(b, int) for b in m["blocks_per_stage"]))
+
+
+def results_problem(results):
+    """Why `results` (a results.json object) is not a run's results, or None if it is."""
+    step = results.get("global_step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return (f"global_step is {_kind(step)}, not an integer" if step is not None else
+                "no global_step: not a run's results.json")
+    for k in ("top1_error", "top5_error", "wall_time_s", "images_per_sec"):
+        if results.get(k) is not None and not _number(results[k]):
+            return f"{k} is {_kind(results[k])}, not a number"
+    history = results.get("history", [])
+    if not isinstance(history, list):
+        return f"history is {_kind(history)}, not a list"
+    for h in history:
+        if not isinstance(h, dict) or not isinstance(h.get("step"), int):
+            return "a history row without an integer step"
+        for k in ("top1_error", "top5_error", "eval_loss"):
+            if h.get(k) is not None and not _number(h[k]):
+                return f"history step {h['step']}: {k} is {_kind(h[k])}, not a number"
+    config = results.get("config")
+    if config is not None and not is_run_config(config):
+        return "its config is not a run's configuration"
+    return None
+
+
+def config_key(config):
+    """A run's configuration without its seed and bookkeeping: runs differing only in seed group."""
+    c = {k: v for k, v in config.items() if k not in _NOT_A_FACTOR}
+    if isinstance(c.get("model"), dict):  # the head's seed follows --seed unless given
+        c["model"] = {k: v for k, v in c["model"].items() if k != "head_seed"}
+    return json.dumps(c, sort_keys=True)
+
+
+def _norm_json(v):
+    return json.loads(json.dumps(v))
+
+
+def paper_row(config):
+    """('Ours', top-1 %) or ('ResNet', top-1 %) of Table 2 if `config` is the paper's setup, else None.
+
+    'Ours' needs the paper's network (norm none, identity init, random head, Table 1 / the ImageNet
+    variant) on the real dataset; a BN twin of that shape gets the paper's ResNet row as a
+    reference (a published ResNet, not this exact network).
+    """
+    ds = config.get("dataset")
+    if ds not in PAPER_TABLE2 or config.get("use_synthetic_data"):
+        return None
+    m = config.get("model", {})
+    paper = (recipes.imagenet() if ds == "imagenet2012" else recipes.cifar()).model
+    if any(_norm_json(m.get(k)) != _norm_json(getattr(paper, k)) for k in _SHAPE):
+        return None
+    if m.get("norm") == "none" and m.get("init") == "identity" and m.get("head") == "random":
+        return "Ours", PAPER_TABLE2[ds]["ours"]
+    if m.get("norm") == "batch":
+        return "ResNet†", PAPER_TABLE2[ds]["resnet"]
+    return None
+
+
+def paper_settings(config):
+    """Whether `config` (a run's, as started) trains with the paper's recipe for its dataset: its
+    scientific settings (resnet_nobn/config.py: SCIENTIFIC_FIELDS) other than the seed are the
+    recipe's (its network is the paper's: `paper_row`)."""
+    recipe = recipes.imagenet() if config.get("dataset") == "imagenet2012" else recipes.cifar()
+    fields = [f for f in SCIENTIFIC_FIELDS if f not in ("seed", "dataset")]
+    return not [k for k, _, _ in differences(config, recipe.to_json()) if k in fields]
+
+
+def summarize(runs):
+    """One row per configuration (runs grouped over seeds), sorted; each a dict."""
+    groups = {}
+    for run in runs:
+        groups.setdefault(config_key(run["config"]), []).append(run)
+    # configuration fields that differ between groups of one dataset go into the label
+    flat = {k: _flatten(json.loads(k)) for k in groups}
+    shown = ("model.norm", "model.init", "model.head", "model.blocks_per_stage")
+    rows = []
+    for key, members in groups.items():
+        members.sort(key=lambda r: r["config"].get("seed", 0))
+        c = members[0]["config"]
+        m = c["model"]
+        same_ds = [f for k, f in flat.items() if f.get("dataset") == c["dataset"]]
+        varying = sorted(f for f in flat[key] if f not in shown and f != "dataset"
+                         and any(o.get(f) != flat[key][f] for o in same_ds))
+        extra = ", ".join(f"{f.split('.')[-1]}={_short(flat[key][f])}" for f in varying)
+        label = (f"{m['norm']} / {m['init']} / {m['head']} / {blocks_text(m['blocks_per_stage'])}"
+                 + (f" ({extra})" if extra else ""))
+        done = [r for r in members if r.get("top1_error") is not None]
+        top1 = [100 * r["top1_error"] for r in done]
+        top5 = [100 * r["top5_error"] for r in done if r.get("top5_error") is not None]
+        loss = [r["history"][-1]["eval_loss"] for r in done
+                if r.get("history") and r["history"][-1].get("eval_loss") is not None]
+        steps = [r.get("global_step") or 0 for r in members]
+        rows.append(dict(
+            dataset=c["dataset"], synthetic=bool(c.get("use_synthetic_data")), label=label,
+            sort=(c["dataset"], m["norm"] != "none", m["init"] != "identity", m["head"] != "random",
+                  sum(m["blocks_per_stage"]), extra),
+            seeds=[r["config"].get("seed") for r in done],
+            all_seeds=[r["config"].get("seed") for r in members], steps=steps,
+            train_steps=c.get("train_steps"), top1=top1, top5=top5, loss=loss,
+            wall=[r.get("wall_time_s") or 0.0 for r in done],
+            statuses=[r["status"] for r in members], paper=paper_row(c),
+            paper_settings=bool(paper_row(c)) and paper_settings(c),
+            diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
+            continued=[(r["config"].get("seed"), r["advice"]) for r in members if r.get("advice")],
+            curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])
+                     if h.get("top1_error") is not None] for r in members]))
+    rows.sort(key=lambda r: r["sort"])
+    return rows
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, list) else v
+    return out
+
+
+def _short(v):
+    if isinstance(v, str) and v.startswith("["):
+        return v.strip("[]").replace(", ", ",")
+    return v
+
+
+def mean_std(values, digits=2):
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
+
+
+def markdown_table(rows):
+    """The report: one Markdown table row per configuration, the paper's Table 2 value beside it."""
+    lines = ["| dataset | configuration (norm / init / head / blocks per stage) | seeds | steps | "
+             "top-1 error (%) | top-5 error (%) | test loss | train time (mean h:mm:ss) | "
+             "paper Table 2 top-1 (%) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    notes, unfinished = set(), set()
+    for r in rows:
+        ds = r["dataset"] + (" (synthetic)" if r["synthetic"] else "")
+        lo, hi = min(r["steps"]), max(r["steps"])
+        steps = f"{lo}" if lo == hi else f"{lo}–{hi}"
+        bad = [s for s in r["statuses"] if s != "finished"]
+        if bad:
+            steps += f" of {r['train_steps']} ({', '.join(sorted(set(bad)))}: {len(bad)} of {len(r['statuses'])})"
+            unfinished |= set(bad)
+        seeds = ",".join(str(s) for s in r["seeds"]) or "none"
+        if len(r["seeds"]) < len(r["all_seeds"]):
+            seeds += f" (of {','.join(str(s) for s in r['all_seeds'])})"
+            notes.add("seeds")
+        paper = f"{r['paper'][1]:.2f} ({r['paper'][0]})" if r["paper"] else ""
+        if r["paper"] and r["paper"][0].endswith("†"):
+            notes.add("resnet")
+        label = r["label"] + (" ‡" if r["continued"] else "")
+        wall = hms(np.mean(r["wall"])) if r["wall"] else "–"
+        lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_std(r['top1'])} | "
+                     f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {wall} | {paper} |")
+    lines.append("")
+    lines.append("Errors and test loss are from the last evaluation of each run, mean ± sample "
+                 "standard deviation over the seeds listed; train time is the training loop's "
+                 "(results.json wall_time_s), without start-up, mean over the same seeds.")
+    if "resnet" in notes:
+        lines.append("† Table 2's ResNet row is a published ResNet, not this BN twin of the "
+                     "all-convolutional net; it is shown for reference.")
+    if unfinished:
+        lines.append(f"Rows marked {'/'.join(sorted(unfinished))} include runs that did not "
+                     "reach train_steps; their errors, in the mean, are from their last "
+                     "evaluation, if any.")
+    if "seeds" in notes:
+        lines.append("seeds: the statistics are over the seeds listed, those with a result; "
+                     "the runs in parentheses include some without one.")
+    for r in rows:
+        settings = "the paper's settings" if r["paper_settings"] else "the settings of its row"
+        for seed, (step, flags) in r["continued"]:
+            lines.append(f"‡ {r['dataset']} {r['label']} seed {seed}: diverged at step {step} with "
+                         f"{settings}; continued with `{flags}`; its errors are those it reached "
+                         "with these flags.")
+        again = {seed for seed, _ in r["continued"]}
+        for seed, d in r["diverged"]:
+            how = ("it went on with its advice once already, which run/ablate.py does not repeat: "
+                   "add these flags to its command (its train.log) to go on" if seed in again else
+                   "run/ablate.py --follow_retry_advice continues it with these flags")
+            lines.append(f"Diverged: {r['dataset']} {r['label']} seed {seed} at step "
+                         f"{d.get('step')}; retry with: {d.get('retry_with')} ({how})")
+    if any(r["synthetic"] for r in rows):
+        lines.append("(synthetic): --use_synthetic_data, one fixed random batch with random labels, "
+                     "trained and evaluated on: memorisation, not test error.")
+    return "\n".join(lines) + "\n"
+
+
+def report(root, md_path=None, png_path=None, warn=None):
+    """Reads ROOT, writes the Markdown table and the PNG; returns (table text, .md path, .png path).
+
+    ValueError (nothing written) if `png_path` has an extension matplotlib cannot write; `warn`
+    gets one line per results.json or configuration that is not a run's (load_runs).
+    """
+    png_path = png_path or os.path.join(root, "report.png")
+    ext = os.path.splitext(png_path)[1].lstrip(".").lower()
+    formats = figure_formats()
+    if ext not in formats:
+        raise ValueError(f"--out_png={png_path}: {f'.{ext} is not a figure format' if ext else 'no extension'}"
+                         f"; use one of .{', .'.join(formats)} (e.g. report.png)")
+    runs = load_runs(root, warn)
+    if not runs:
+        raise FileNotFoundError(f"no runs (results.json / study_status.json) under {root}")
+    rows = summarize(runs)
+    text = markdown_table(rows)
+    md_path = md_path or os.path.join(root, "report.md")
+    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
+    png_link = os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))
+    atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n"
+                      f"![test error against steps]({png_link})\n")
+    plot_curves(rows, png_path)
+    return text, md_path, png_path

@@ -1,0 +1,201 @@
+"""What a run computes, compiled: the model and SGD optimizer, the learning-rate schedule of
+Section 4, the training loop and the evaluation step.
+
+Keras 3 `model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585), so the step is
+`strategy.run` inside a `tf.function`, over `distribute_datasets_from_function`, with Keras layers
+and the Keras SGD optimizer (which all-reduces the gradients itself: each replica's loss is scaled
+by the *global* batch with `tf.nn.compute_average_loss`). Single-device, multi-GPU and multi-worker
+runs share this code.
+"""
+import keras
+import tensorflow as tf
+
+from resnet_nobn.config import TrainConfig
+from resnet_nobn.model import lipschitz, network as model_lib
+
+
+def learning_rate(step, cfg: TrainConfig):
+    """The learning rate at `step`, a pure function of the step (works on Python ints and tensors).
+
+    Linear warm-up over `warmup_steps` (0 in the paper), then either a piecewise-constant schedule
+    (`lr * decay_factor ** #boundaries passed`: CIFAR, 0.05 / 10 at 30k and 50k) or, when
+    `lr_decay_every > 0`, an exponential staircase (`lr * decay_factor ** floor(step / every)`:
+    ImageNet, 0.1 * 0.94 every two epochs).
+    """
+    step = tf.cast(step, tf.float32)
+    if cfg.lr_decay_every > 0:
+        decays = tf.floor(step / cfg.lr_decay_every)
+    else:
+        decays = tf.add_n([tf.cast(step >= b, tf.float32) for b in cfg.lr_boundaries] + [0.0 * step])
+    lr = cfg.learning_rate * tf.pow(cfg.lr_decay_factor, decays)
+    if cfg.warmup_steps > 0:
+        lr = lr * tf.minimum(1.0, (step + 1.0) / cfg.warmup_steps)
+    return lr
+
+
+class LearningRate(keras.optimizers.schedules.LearningRateSchedule):
+    """Keras wrapper around the pure function `learning_rate(step, cfg)`."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def __call__(self, step):
+        return learning_rate(step, self.cfg)
+
+    def get_config(self):
+        return {}
+
+
+def build(cfg: TrainConfig, strategy):
+    """(model, optimizer) of `cfg`, made in the strategy's scope; the optimizer's slots are built.
+
+    The layers take the global dtype policy when built; it is set for this build only, so it
+    neither leaks into a later run in the same process nor inherits an earlier one's.
+    """
+    previous_policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_dtype_policy(
+        "float32" if cfg.mixed_precision == "float32" else f"mixed_{cfg.mixed_precision}")
+    try:
+        with strategy.scope():
+            model = model_lib.build_model(cfg.model, seed=cfg.seed)
+    finally:
+        keras.mixed_precision.set_dtype_policy(previous_policy)
+    with strategy.scope():
+        optimizer = keras.optimizers.SGD(learning_rate=LearningRate(cfg), momentum=cfg.momentum)
+        if cfg.mixed_precision == "float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def adaptive_clip(grad, weight, factor, floor=1e-3):
+    """NFNets' adaptive gradient clipping (Brock et al. 2021) of one conv kernel [k, k, in, out]:
+    each output unit's gradient G_i is scaled to norm at most factor * max(||W_i||, floor), norms
+    over the spatial and input axes."""
+    def unit_norms(x):
+        return tf.sqrt(tf.reduce_sum(tf.square(x), axis=list(range(len(x.shape) - 1)),
+                                     keepdims=True))
+
+    w_norm = tf.maximum(unit_norms(tf.cast(weight, grad.dtype)), floor)
+    g_norm = unit_norms(grad)
+    limit = factor * w_norm
+    return tf.where(g_norm > limit, grad * (limit / tf.maximum(g_norm, 1e-6)), grad)
+
+
+def bound_gradients(grads, variables, kernels, cfg, loss_scale=1.0):
+    """This replica's part of the gradient with the *summed* gradient's global norm clipped to
+    --clip_norm, then each conv kernel's units clipped by --agc (`adaptive_clip`).
+
+    Keras clips (`global_clipnorm`) before it all-reduces, i.e. per replica, which differs from one
+    device; so the sum is formed here (one extra all-reduce with several replicas), clipped, and
+    divided by the number of replicas, which Keras' own all-reduce then sums back. `kernels`: the
+    conv kernels among `variables` (the head's dense kernel is not clipped). `loss_scale`:
+    the float16 loss scale the gradient carries (the bounds are scaled with it).
+    """
+    ctx = tf.distribute.get_replica_context()
+    replicas = ctx.num_replicas_in_sync if ctx is not None else 1
+    total = ctx.all_reduce("SUM", grads) if replicas > 1 else grads
+    if cfg.clip_norm > 0:
+        total, _ = tf.clip_by_global_norm(total, cfg.clip_norm * loss_scale)
+    if cfg.agc > 0:
+        is_kernel = {id(k) for k in kernels}
+        total = [adaptive_clip(g, v, cfg.agc * loss_scale) if id(v) in is_kernel else g
+                 for g, v in zip(total, variables)]
+    return [g / replicas for g in total] if replicas > 1 else total
+
+
+def scale_scalar_gradients(grads, variables, factor):
+    """The gradient of every rank-0 variable (Fixup's biases and multiplier, SkipInit's alpha)
+    times `factor`: with SGD and momentum (and no weight decay on them) that is their learning
+    rate times `factor`, as Fixup's reference code trains them at lr/10."""
+    return [g * factor if len(v.shape) == 0 else g for g, v in zip(grads, variables)]
+
+
+def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
+    """The compiled training loop: `train_loop(iterator, n)` runs n steps on the device and
+    returns the sums over them of (cross-entropy, loss, top-1 hits, top-5 hits).
+
+    As in TF Model Garden's Orbit: the `tf.range` loop around `strategy.run` is one
+    tf.function; each replica adds its step's values to its own slot of an on-read summed
+    variable; reading it once at the end is the loop's only reduction (one collective). With
+    --xla the whole replica step, optimizer update included, is compiled on one device; with
+    several replicas, only the forward and backward pass (the update all-reduces).
+    With --max_branch_norm=tau > 0, every step ends, in cross-replica context (the same on every
+    replica), with the projection of resnet_nobn/model/lipschitz.py: no block's bound exceeds tau.
+    """
+    global_batch = cfg.batch_size
+    variables = model.trainable_variables
+    kernels = model_lib.conv_kernels(model)
+    whole_step_xla = cfg.xla and strategy.num_replicas_in_sync == 1
+    with strategy.scope():
+        sums = tf.Variable(tf.zeros([4]), trainable=False, name="loop_sums",
+                           synchronization=tf.VariableSynchronization.ON_READ,
+                           aggregation=tf.VariableAggregation.SUM)
+        bounds = (lipschitz.BranchBounds(model, estimate=False) if cfg.max_branch_norm > 0
+                  else None)
+
+    def gradients(images, labels):
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(images, training=True), tf.float32)
+            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+            cross_entropy = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            decay = cfg.weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(k, tf.float32))
+                                                 for k in kernels])
+            loss = cross_entropy + tf.nn.scale_regularization_loss(decay)
+            scaled = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, variables)
+        top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32)
+        top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, logits.shape[-1])), tf.float32)
+        return grads, tf.stack([cross_entropy, loss, tf.reduce_sum(top1), tf.reduce_sum(top5)])
+
+    if cfg.xla and not whole_step_xla:
+        # Compiled on its own only then: a nested tf.function cannot hold the all-reduce
+        # (`merge_call`) of the BN twin's synchronized batch norm under several replicas.
+        gradients = tf.function(gradients, jit_compile=True)
+
+    def step_fn(images, labels):
+        grads, values = gradients(images, labels)
+        if cfg.clip_norm > 0 or cfg.agc > 0:
+            grads = bound_gradients(grads, variables, kernels, cfg,
+                                    getattr(optimizer, "dynamic_scale", 1.0))
+        if cfg.scalar_lr_factor != 1:
+            grads = scale_scalar_gradients(grads, variables, cfg.scalar_lr_factor)
+        optimizer.apply_gradients(zip(grads, variables))
+        return values
+
+    if whole_step_xla:
+        step_fn = tf.function(step_fn, jit_compile=True)
+
+    def add(values):
+        sums.assign_add(values)
+
+    @tf.function
+    def train_loop(iterator, steps):
+        strategy.run(lambda: sums.assign(tf.zeros([4])))
+        for _ in tf.range(steps):
+            strategy.run(lambda images, labels: add(step_fn(images, labels)), args=next(iterator))
+            if bounds is not None:
+                bounds.project(cfg.max_branch_norm, optimizer)
+        return sums.read_value()
+
+    return train_loop
+
+
+def build_eval_step(strategy, model):
+    """The compiled evaluation step: `eval_step(iterator)` returns the sums over one global batch
+    of (top-1 hits, top-5 hits, examples, cross-entropy), padding weighted 0."""
+
+    def step_fn(images, labels, weights):
+        logits = tf.cast(model(images, training=False), tf.float32)
+        top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32) * weights
+        top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, logits.shape[-1])),
+                       tf.float32) * weights
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits) * weights
+        return tf.reduce_sum(top1), tf.reduce_sum(top5), tf.reduce_sum(weights), tf.reduce_sum(ce)
+
+    @tf.function
+    def eval_step(iterator):
+        out = strategy.run(step_fn, args=next(iterator))
+        return [strategy.reduce("SUM", t, axis=None) for t in out]
+
+    return eval_step

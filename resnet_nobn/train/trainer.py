@@ -1,0 +1,345 @@
+"""The trainer: one run of one configuration, CIFAR or ImageNet, on any tf.distribute strategy.
+
+The loop trains in compiled loops of --steps_per_loop steps (resnet_nobn/train/steps.py), logs, saves
+checkpoints (resnet_nobn/train/checkpoints.py) and evaluates on schedule. Everything is kept in
+`model_dir` (resnet_nobn/train/rundir.py): `config.json` (a later run with another architecture or
+other settings is refused; what a resume may change is in resnet_nobn/config.py, and each change
+is recorded in results.json), `ckpt/` (a re-run resumes from it), `train/` and `eval/`
+TensorBoard summaries (resnet_nobn/train/monitor.py), and `results.json`, rewritten after every
+evaluation. One device, several GPUs and several workers (resnet_nobn/train/cluster.py,
+multiworker.py) run the same loop.
+"""
+import math
+import os
+import shutil
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from resnet_nobn.config import TrainConfig
+from resnet_nobn.console import hms, log
+from resnet_nobn.data import inputs
+from resnet_nobn.errors import UserError, first_line
+from resnet_nobn.model import network as model_lib
+from resnet_nobn.train import checkpoints, cluster, monitor, multiworker, rundir, steps
+
+
+def check_memory(cfg: TrainConfig, replicas):
+    """Refuses a model or batch that cannot fit in this machine's memory, before building it."""
+    import psutil
+    weights, activations = model_lib.memory_lower_bound(cfg.model, cfg.batch_size // replicas)
+    total = psutil.virtual_memory().total
+    if weights + activations > total:
+        flag = (f"--widths (now {','.join(map(str, cfg.model.widths))})" if weights > activations
+                else f"--batch_size (now {cfg.batch_size})")
+        raise UserError(f"the run needs at least {(weights + activations) / 2**30:.1f} GiB and this "
+                        f"machine has {total / 2**30:.1f} GiB; lower {flag}")
+
+
+class Trainer:
+    """Holds the strategy, input, model, optimizer, checkpoints and compiled steps of one run."""
+
+    def __init__(self, cfg: TrainConfig, strategy=None):
+        self.cfg = cfg
+        self.strategy = strategy or cluster.make_strategy(cfg.strategy)
+        replicas = self.strategy.num_replicas_in_sync
+        if cfg.batch_size % replicas:
+            raise UserError(f"--batch_size={cfg.batch_size} does not split over {replicas} replicas; "
+                            f"use a multiple of {replicas}")
+        cluster.check_replica_options(cfg, replicas)
+        self.chief = cluster.is_chief(self.strategy)
+        self.task_id = cluster.task_id(self.strategy)
+        self.device_kind, self.device_count, description = cluster.devices_of(self.strategy)
+        log(description, self.chief)
+        check_memory(cfg, replicas)
+        self.input = inputs.make_input(cfg)
+        # the run's config.json (None: a new run) and the changes this resume makes to it
+        self.run_config, self.changes = rundir.check_model_dir(cfg)
+        self.model, self.optimizer = steps.build(cfg, self.strategy)
+        self.trainable_params = model_lib.count_params(self.model.trainable_variables)
+        self.monitor = monitor.Monitor(self.model, self.optimizer, lambda: next(iter(
+            self.input.eval_dataset(tf.distribute.InputContext(), 32)))[0])
+        self.checkpoints = checkpoints.Checkpoints(cfg, self.model, self.optimizer, self.chief,
+                                                   self.task_id)
+        self._train_loop = self._eval_step = None
+        self._previous_rollbacks = []  # divergences earlier runs resumed from (results.json)
+        self._previous_changes = []  # settings earlier resumes changed (results.json)
+        self._previous = {}  # the whole of results.json as this run found it
+        self.resume_changes = []  # the settings this resume changed: [{step, field, from, to}]
+        # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
+        self.preemption = multiworker.preemption_handler(
+            self.strategy, self.checkpoints.save, self.checkpoints.remove_scratch,
+            lambda: f"stopped by SIGTERM at step {self.step} after saving a checkpoint; re-run "
+                    "the same command on every worker to resume")
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def train_iterator(self):
+        """The distributed training stream from the current step on (resnet_nobn/data/inputs.py)."""
+        start_step = self.step
+        return iter(self.strategy.distribute_datasets_from_function(
+            lambda ctx: self.input.train_dataset(ctx, self.cfg.batch_size, start_step)))
+
+    def train_loop(self, iterator, num_steps):
+        """Trains `num_steps` steps in one compiled loop; returns the sums over them of
+        (cross-entropy, loss, top-1 hits, top-5 hits), read once (the loop's host round-trip)."""
+        if self._train_loop is None:
+            self._train_loop = steps.build_train_loop(self.cfg, self.strategy, self.model,
+                                                      self.optimizer)
+        return self._train_loop(iterator, tf.constant(num_steps)).numpy()
+
+    def loop_length(self, step):
+        """Steps of the loop starting at `step`: --steps_per_loop (0: --log_every), cut at the
+        next log, checkpoint or evaluation step and at the end, which so happen where they would
+        with one step per loop."""
+        cfg = self.cfg
+        ends = [cfg.train_steps, step + (cfg.steps_per_loop or cfg.log_every)]
+        ends += [(step // k + 1) * k for k in (cfg.log_every, cfg.checkpoint_every, cfg.eval_every)]
+        return min(ends) - step
+
+    # -- evaluation ----------------------------------------------------------------------------
+
+    def evaluate(self):
+        """Top-1/top-5 error on the test split (or its first `eval_steps` global batches)."""
+        if self._eval_step is None:
+            self._eval_step = steps.build_eval_step(self.strategy, self.model)
+        cfg = self.cfg
+        batches = self.input.num_eval_batches(cfg.batch_size)
+        if cfg.eval_steps > 0:
+            batches = min(batches, cfg.eval_steps)
+        def dataset_fn(ctx):  # each replica of a pipeline reads its own per-replica batch
+            per_pipeline = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+            return self.input.eval_dataset(ctx, cfg.batch_size).take(batches * per_pipeline)
+
+        dist = self.strategy.distribute_datasets_from_function(dataset_fn)
+        iterator = iter(dist)
+        totals = np.zeros(4)
+        for _ in range(batches):
+            totals += np.array([float(t) for t in self._eval_step(iterator)])
+        del iterator
+        top1, top5, count, ce = totals
+        return {"top1_error": 1.0 - top1 / count, "top5_error": 1.0 - top5 / count,
+                "eval_loss": ce / count, "eval_examples": int(count)}
+
+    # -- results -------------------------------------------------------------------------------
+
+    def write_results(self, history, wall_time, images_per_sec):
+        """Writes (atomically) and returns results.json: the last evaluation, the history, where
+        and how fast it ran, the versions, the git commit and the configuration."""
+        cfg = self.cfg
+        history = sorted(history, key=lambda h: h["step"])
+        last = history[-1] if history else {}
+        if cfg.eval_only and self._previous:  # an evaluation changes nothing about the training
+            results = dict(self._previous, history=history, top1_error=last.get("top1_error"),
+                           top5_error=last.get("top5_error"))
+            rundir.atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
+            return results
+        recorded = self.run_config if cfg.eval_only and self.run_config else cfg.to_json()
+        results = {
+            "dataset": cfg.dataset,
+            "global_step": self.step,
+            "top1_error": last.get("top1_error"),
+            "top5_error": last.get("top5_error"),
+            "trainable_params": self.trainable_params,
+            "num_replicas": self.strategy.num_replicas_in_sync,
+            "device_kind": self.device_kind,
+            "devices_per_worker": self.device_count,
+            "strategy": type(self.strategy).__name__,
+            "images_per_sec": images_per_sec,
+            "wall_time_s": wall_time,
+            "seed": recorded["seed"],
+            "tf_version": tf.__version__,
+            "keras_version": keras.__version__,
+            "git_commit": rundir.git_commit(),
+            "history": history,
+            "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
+            rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
+            "config": recorded,
+        }
+        rundir.atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
+        return results
+
+    def _previous_results(self):
+        """(history, wall time) of results.json (resnet_nobn/train/rundir.py); the rest of it kept."""
+        (history, wall, self._previous_rollbacks, self._previous_changes,
+         self._previous) = rundir.previous_results(self.cfg.model_dir, self.chief)
+        return history, wall
+
+    def _eval_due(self, step, history):
+        due = step % self.cfg.eval_every == 0 or step == self.cfg.train_steps
+        return due and not any(h["step"] == step for h in history)
+
+    def _evaluate_and_record(self, history, writers, wall_time, images_per_sec):
+        """Evaluates at the current step, appends to `history`, writes summaries and results."""
+        step, ev = self.step, self.evaluate()
+        # the replicas it ran on: --eval_only may evaluate a run on another count than it trained on
+        history.append(dict(step=step, num_replicas=self.strategy.num_replicas_in_sync, **ev))
+        log(f"eval  step {step}  top1_error {ev['top1_error']:.4f}  "
+            f"top5_error {ev['top5_error']:.4f}  ({ev['eval_examples']} images)", self.chief)
+        if writers:
+            with writers["eval"].as_default(step=step):
+                for k in ("top1_error", "top5_error", "eval_loss"):
+                    tf.summary.scalar(k, ev[k])
+            writers["eval"].flush()
+        return self.write_results(history, wall_time, images_per_sec) if self.chief else None
+
+    def _record_changes(self, history, wall):
+        """Records in results.json, with the step, each setting this resume changes (rundir.py) and
+        the rollback it makes past a divergence."""
+        self.resume_changes = [c for c in (
+            {"step": self.step, "field": k, "from": there, "to": here}
+            for k, (there, here) in self.changes.items()) if c not in self._previous_changes]
+        if self.resume_changes or self.checkpoints.rollbacks:
+            self.write_results(history, wall, self._previous.get("images_per_sec"))
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self):
+        """Trains (or, with eval_only, evaluates) and returns the results dict."""
+        cfg = self.cfg
+        restored = self.checkpoints.restore()
+        multiworker.check_same_step(self.strategy, self.step, cfg.model_dir)
+        if cfg.eval_only:
+            if restored is None:
+                raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/ckpt; train first")
+            history, wall = self._previous_results()
+            history = [h for h in history if h["step"] != self.step]
+            return self._evaluate_and_record(history, None, wall, None)
+        if restored and self.step > cfg.train_steps:
+            raise UserError(f"--train_steps={cfg.train_steps} is below step {self.step} of the run "
+                            f"in {cfg.model_dir}; give --train_steps={self.step} or more to train "
+                            "on, or --eval_only to evaluate it")
+
+        history, wall_before = self._previous_results() if restored else ([], 0.0)
+        history = [h for h in history if h["step"] <= self.step]
+        self.checkpoints.commit()
+        if self.chief:
+            os.makedirs(cfg.model_dir, exist_ok=True)
+            if restored and (self.changes or self.checkpoints.rollbacks):
+                self._record_changes(history, wall_before)  # before config.json says them
+            rundir.atomic_write_json(os.path.join(cfg.model_dir, "config.json"), cfg.to_json())
+        self.checkpoints.clear_divergence()  # once results.json records the rollback
+        if restored:
+            log(f"resumed from {os.path.abspath(restored)} at step {self.step}", self.chief)
+            if self.resume_changes:
+                log("with " + ", ".join(f"{c['field']} {c['from']} -> {c['to']}"
+                                        for c in self.resume_changes)
+                    + " (recorded in results.json)", self.chief)
+        else:
+            log(f"new run in {os.path.abspath(cfg.model_dir)}", self.chief)
+            self.checkpoints.save()  # step 0: a run diverging early restarts from its initialisation
+
+        writers = None
+        if self.chief:
+            writers = {k: tf.summary.create_file_writer(os.path.join(cfg.model_dir, k))
+                       for k in ("train", "eval")}
+        results = None
+        if self.step > 0 and self._eval_due(self.step, history):  # interrupted before evaluating
+            results = self._evaluate_and_record(history, writers, wall_before, None)
+        iterator = self.train_iterator()
+
+        t_start = time.time()
+        t_log, step_log = t_start, self.step
+        window = np.zeros(4)
+        images_per_sec = None
+        step = self.step
+        while step < cfg.train_steps:
+            n = self.loop_length(step)
+            sums = self.train_loop(iterator, n)
+            step += n
+            if self.preemption:
+                self.preemption.save_checkpoint_if_preempted()
+            self.checkpoints.record_loss(float(sums[1]) / n)
+            if not math.isfinite(sums[1]):
+                raise self.checkpoints.diverged("the loss")
+            window += sums
+            if step % cfg.log_every == 0 or step == cfg.train_steps:
+                now = time.time()
+                n = step - step_log
+                images_per_sec = n * cfg.batch_size / max(now - t_log, 1e-9)
+                ce, total, top1, top5 = window / max(n, 1)
+                lr = float(steps.learning_rate(step - 1, cfg))
+                eta = (cfg.train_steps - step) * (now - t_log) / max(n, 1)
+                log(f"step {step}/{cfg.train_steps}  loss {total:.4f}  xent {ce:.4f}  lr {lr:.4g}  "
+                    f"{images_per_sec:.1f} img/s  eta {hms(eta)}", self.chief)
+                if writers:
+                    with writers["train"].as_default(step=step):
+                        tf.summary.scalar("loss", total)
+                        tf.summary.scalar("cross_entropy", ce)
+                        tf.summary.scalar("learning_rate", lr)
+                        tf.summary.scalar("top1_error", 1.0 - top1 / cfg.batch_size)
+                        tf.summary.scalar("top5_error", 1.0 - top5 / cfg.batch_size)
+                        tf.summary.scalar("images_per_sec", images_per_sec)
+                        for tag, value in self.monitor.scalars().items():
+                            tf.summary.scalar(tag, value)
+                t_log, step_log, window = now, step, np.zeros(4)
+            if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
+                self.checkpoints.save()
+            if self._eval_due(step, history):
+                results = self._evaluate_and_record(history, writers,
+                                                    wall_before + time.time() - t_start, images_per_sec)
+        del iterator
+        if writers:
+            for w in writers.values():
+                w.close()
+        self.checkpoints.remove_scratch()
+        if results is None and self.chief:  # nothing left to train: report the latest state
+            results = self.write_results(history, wall_before, images_per_sec)
+        return results
+
+
+def train(cfg: TrainConfig, strategy=None):
+    """Runs one configuration end to end; returns the results dict (None on non-chief workers).
+
+    The chief holds model_dir's lock for the run. File-system failures (a model_dir that is a
+    file or read-only, a full disk) and memory exhaustion end it with one line (UserError); a new
+    run that runs out of memory leaves no model_dir behind.
+    """
+    if not cfg.model_dir.strip():
+        raise UserError("--model_dir is empty; give the directory of the run")
+    if any(c in cfg.model_dir for c in "[]*?"):  # TensorFlow globs the checkpoint path on restore
+        raise UserError(f"--model_dir={cfg.model_dir} contains [, ], * or ?, which TensorFlow reads "
+                        "as a glob pattern (its checkpoints could never be restored); use a path "
+                        "without them (renaming the directory keeps its run)")
+    if os.path.exists(cfg.model_dir) and not os.path.isdir(cfg.model_dir):
+        raise UserError(f"--model_dir={cfg.model_dir} is a file, not a directory; give another path")
+    new = not os.path.exists(cfg.model_dir)
+    if cfg.eval_only and new:
+        raise UserError(f"--eval_only: {cfg.model_dir} does not exist; train first")
+    trainer = None
+    try:
+        trainer = Trainer(cfg, strategy)
+        if not trainer.chief:
+            return trainer.run()
+        with rundir.locked(cfg.model_dir):
+            return trainer.run()
+    except rundir.InUse as e:
+        raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
+                        "its checkpoints); wait for that run or use another --model_dir") from None
+    except (tf.errors.ResourceExhaustedError, MemoryError) as e:
+        if new and trainer is not None and trainer.chief:
+            shutil.rmtree(cfg.model_dir, ignore_errors=True)
+        raise UserError(f"out of memory ({type(e).__name__}): lower --batch_size (now "
+                        f"{cfg.batch_size}) or --widths (now {','.join(map(str, cfg.model.widths))})"
+                        ) from None
+    except OSError as e:
+        raise UserError(f"cannot write the run in --model_dir={cfg.model_dir}: "
+                        f"{e.strerror or e}{f' ({e.filename})' if e.filename else ''}; free space, "
+                        "fix permissions or use another --model_dir") from None
+    except tf.errors.OpError as e:
+        if "No space left" in str(e) or "Read-only file system" in str(e):
+            raise UserError(f"cannot write the run in --model_dir={cfg.model_dir}: "
+                            f"{first_line(e)}") from None
+        damaged = inputs.read_error(e, trainer.input) if trainer is not None else None
+        if damaged is not None:  # a shard of a tfds directory read while training
+            raise damaged from None
+        # a collective failed: a peer worker died or is unreachable
+        if (trainer is None or not multiworker.is_multi_worker(trainer.strategy)
+                or type(e).__name__ not in multiworker.PEER_ERRORS):
+            raise
+        trainer.checkpoints.remove_scratch()
+        raise UserError(multiworker.peer_failure_message(e, trainer.step, cfg.model_dir)) from None

@@ -1,0 +1,56 @@
+"""Which checkpoint a run restores (resnet_nobn/train/checkpoints.py): the loss record it is judged by
+after a divergence covers a checkpoint a run stopped at and was resumed from."""
+import math
+import os
+
+import pytest
+
+from resnet_nobn.train import checkpoints, rundir
+from resnet_nobn.train.trainer import Trainer
+from tests.helpers import tiny_config
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_a_checkpoint_resumed_from_gets_the_loss_of_the_loop_after_it(tmp_path):
+    """A run that ends (or is stopped) at ckpt-4 has no loss for it; resumed, its first loop
+    trains from ckpt-4's weights. Without that loss, a later divergence skipped ckpt-4 ("no loss
+    recorded with its weights") and went back further than it needed."""
+    Trainer(tiny_config(tmp_path, train_steps=4, checkpoint_every=2)).run()
+    ckpt = str(tmp_path / "ckpt")
+    assert sorted(checkpoints.read_losses(ckpt)) == [0, 2]  # none for the step it ended at
+    Trainer(tiny_config(tmp_path, train_steps=8, checkpoint_every=2)).run()
+    losses = checkpoints.read_losses(ckpt)
+    assert sorted(losses) == [0, 2, 4, 6], losses
+    # a divergence after ckpt-8 with ckpt-6 already on the way up: ckpt-4 is where to resume
+    checkpoints.record_loss(ckpt, 6, min(losses.values()) + 100.0)
+    rundir.atomic_write_json(os.path.join(tmp_path, rundir.DIVERGED), {"step": 9})
+    order, _ = checkpoints.resume_order(ckpt, str(tmp_path), 10)
+    assert [step for step, why in order if why is None] == [4, 2, 0], order
+
+
+def test_a_nan_loss_of_the_initialisation_does_not_hide_a_later_blow_up():
+    """Step 0's loss may be NaN (the first loop blew up; a retry resumes from it): min() over the
+    losses then kept the NaN, and no later checkpoint was ever judged on the way up."""
+    losses = {0: float("nan"), 100: 1.0, 200: 9.0}
+    assert checkpoints.exploded(0, losses, 10) is None
+    assert checkpoints.exploded(100, losses, 10) is None
+    assert "above the lowest 1" in checkpoints.exploded(200, losses, 10)
+
+
+def test_after_a_first_loop_divergence_and_its_retry_the_initialisation_has_a_finite_loss(
+        tmp_path):
+    """The retry trains on from ckpt-0: its first loop's loss replaces the NaN of the loop that
+    blew up, which stayed and made every later checkpoint look fine to a second divergence."""
+    from resnet_nobn.train import trainer
+    from resnet_nobn.errors import TrainingDiverged
+    kw = dict(train_steps=4, checkpoint_every=2, learning_rate=1e9)
+    with pytest.raises(TrainingDiverged) as diverged:
+        trainer.train(tiny_config(tmp_path, **kw))
+    ckpt = str(tmp_path / "ckpt")
+    assert math.isnan(checkpoints.read_losses(ckpt)[0])
+    advice = str(diverged.value).splitlines()[-1].split()[2:]  # retry with: --flag=value ...
+    trainer.train(tiny_config(tmp_path, **{**kw, **{t[2:].split("=")[0]: float(t.split("=")[1])
+                                                  for t in advice}}))
+    losses = checkpoints.read_losses(ckpt)
+    assert sorted(losses) == [0, 2] and all(map(math.isfinite, losses.values())), losses

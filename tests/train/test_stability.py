@@ -1,0 +1,164 @@
+"""What issue 9 added for training at depth: the fork's crop, gradient clipping over replicas, the
+diagnostics summaries, and the choice of the checkpoint a diverged run resumes from."""
+import math
+import os
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from resnet_nobn.data import cifar
+from resnet_nobn.train import checkpoints, rundir
+from resnet_nobn.train.steps import bound_gradients
+from resnet_nobn.train.trainer import Trainer
+from tests.helpers import tiny_config
+
+
+@pytest.mark.parametrize("padding", [2, 4])
+def test_crop_shifts_by_at_most_the_padding(padding):
+    """The fork pads 32x32 to 36x36 (2 pixels a side): a crop moves the image by at most 2."""
+    image = tf.ones((32, 32, 3), tf.uint8)
+    shifts = set()
+    for s in range(40):
+        out = cifar.augment(image, tf.constant([7, s], tf.int64), padding).numpy()
+        assert out.shape == (32, 32, 3)
+        rows = np.where(out[:, 16, 0] > 0)[0]
+        shifts.add(32 - len(rows))
+    assert max(shifts) == padding and min(shifts) == 0
+
+
+def test_clipping_and_agc_over_two_replicas_bound_the_summed_gradient():
+    """Replica r holds (r + 1) times the same gradient, so the sum is 3 times it (a tensor made
+    outside `strategy.run` would be taken as mirrored, all-reduced to itself). Reduced on one
+    device: eager collectives here would clash with those of the trainers' strategies."""
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with strategy.scope():
+        kernel, other = tf.Variable(tf.ones([1, 1, 2, 2])), tf.Variable(tf.ones([2]))
+    grads = [tf.constant([[[[3.0, 0.0], [4.0, 0.1]]]]), tf.constant([5.0, 5.0])]
+
+    def bounded(clip_norm, agc):
+        cfg = types.SimpleNamespace(clip_norm=clip_norm, agc=agc)
+
+        def replica_step():
+            r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
+            return bound_gradients([g * (r + 1) for g in grads], [kernel, other], [kernel], cfg)
+        return [strategy.reduce("SUM", g, axis=None).numpy() for g in strategy.run(replica_step)]
+
+    clipped, expected = bounded(1.0, 0.0), tf.clip_by_global_norm([3 * g for g in grads], 1.0)[0]
+    for a, b in zip(clipped, expected):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-6)
+    # AGC 0.5: unit 0 of the kernel (sum norm 15) is cut to 0.5 * its weight norm sqrt(2), unit
+    # 1 (sum norm 0.3) is not; the other variable is not a conv kernel
+    kernel_grad, other_grad = bounded(0.0, 0.5)
+    np.testing.assert_allclose(kernel_grad[..., 0].ravel(), np.array([3.0, 4.0]) / 5 * 0.5 * 2 ** 0.5,
+                               rtol=1e-5)
+    np.testing.assert_allclose(kernel_grad[..., 1].ravel(), [0.0, 0.3], rtol=1e-5)
+    np.testing.assert_allclose(other_grad, [15.0, 15.0])
+
+
+def test_training_writes_branch_norm_and_update_ratio_summaries(tmp_path):
+    cfg = tiny_config(tmp_path, train_steps=4, log_every=2, learning_rate=0.05, clip_norm=1.0)
+    trainer = Trainer(cfg)
+    norms = trainer.monitor.branch_norms()
+    # at init the paper's branches are tiny next to the identity (sigma = 1/(k^2 c))
+    assert set(norms) == {"stage1_block1", "stage2_block1", "stage3_block1"}
+    assert all(0 < r < 0.05 for r in norms.values()), norms
+    trainer.run()
+    ratios = trainer.monitor.update_ratios()
+    assert set(ratios) == {"stem", "stage1", "stage2", "stage3"} and all(r > 0 for r in ratios.values())
+    tags = set()
+    for path in (tmp_path / "train").iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            tags.update(v.tag for v in event.summary.value)
+    assert {"branch_norm/stage1_block1", "branch_norm/stage3_block1", "update_ratio/stage2"} <= tags
+
+
+def test_a_checkpoint_on_the_way_to_a_blow_up_is_not_resumed_from(tmp_path):
+    ckpt = str(tmp_path)
+    for step, loss in ((0, 2.3), (100, 1.2), (200, 0.9), (300, 4.5), (400, float("nan"))):
+        checkpoints.record_loss(ckpt, step, loss)
+    losses = checkpoints.read_losses(ckpt)
+    assert checkpoints.exploded(200, losses, 10) is None
+    assert "above the lowest" in checkpoints.exploded(300, losses, 10)  # 4.5 > 0.9 + ln 10
+    assert "nan" in checkpoints.exploded(400, losses, 10)
+    assert checkpoints.exploded(0, {}, 10) is None and checkpoints.exploded(100, {}, 10)
+    for step in (0, 200, 300):
+        for suffix in ("index", "data-00000-of-00001"):
+            open(os.path.join(ckpt, f"ckpt-{step}.{suffix}"), "w").close()
+    os.remove(os.path.join(ckpt, "ckpt-0.index"))
+    assert rundir.steps_on_disk(ckpt) == [300, 200, 0]
+    model_dir = str(tmp_path / "run")
+    os.makedirs(model_dir)
+    order, diverged = checkpoints.resume_order(ckpt, model_dir, 10)
+    assert diverged is None and order == [(300, None), (200, None), (0, "its .index file is missing")]
+    rundir.atomic_write_json(os.path.join(model_dir, rundir.DIVERGED), {"step": 412})
+    order, diverged = checkpoints.resume_order(ckpt, model_dir, 10)
+    assert diverged["step"] == 412 and order[0][1] is not None and order[1] == (200, None)
+    assert checkpoints.delete_after(ckpt, 200) == [300]
+    assert rundir.steps_on_disk(ckpt) == [200, 0] and 300 not in checkpoints.read_losses(ckpt)
+
+
+def test_retry_advice_takes_the_least_invasive_remedy_that_survived_in_the_measured_table(
+        monkeypatch):
+    """The order is REMEDIES' (the start or each unit's step, then the whole gradient), read
+    through MEASURED: a remedy counts only with two seeds or more and none diverged."""
+    from resnet_nobn import recipes
+
+    def advice(**kw):
+        tokens = recipes.retry_advice(tiny_config("/x", **kw)).split()
+        return dict(t[2:].split("=") for t in tokens)
+
+    def flags(name, warmup):
+        return {k: str(warmup if v == recipes.WARMUP else v)
+                for k, v in recipes.REMEDIES[name][0].items()}
+
+    deep = dict(blocks_per_stage=(9, 9, 9), learning_rate=0.05, train_steps=1500,
+                lr_boundaries=(750, 1250))
+    order = list(recipes.REMEDIES)
+    for i, name in enumerate(order):  # every remedy before `name` failed in its own way
+        failed = [{3: 10.0, 5: "NaN @200"}, {3: 10.0}, {}]  # a seed diverged; one seed; none
+        table = {(n, 9): failed[j % 3] for j, n in enumerate(order[:i])}
+        table.update({(n, 9): {3: 10.0, 5: 11.0} for n in order[i:]})
+        monkeypatch.setattr(recipes, "MEASURED", table)
+        assert advice(**deep) == flags(name, warmup=375), name
+        if name == "paper_agc":  # the run already had it: the next one; too fast: the rate too
+            assert advice(agc=recipes.AGC, **deep) == flags(order[i + 1], warmup=375)
+            assert advice(**{**deep, "learning_rate": 0.2}) == {**flags(name, 0),
+                                                                 "learning_rate": "0.05"}
+    monkeypatch.setattr(recipes, "MEASURED", {(n, 9): {3: 10.0, 5: "NaN @90"} for n in order})
+    assert advice(**deep) == {"learning_rate": "0.02"}  # none survived: a lower rate
+    tried = advice(clip_norm=1.0, **deep)
+    assert float(tried["learning_rate"]) <= 0.02 and float(tried["clip_norm"]) == 0.5
+    assert advice(**{**deep, "blocks_per_stage": (1, 1, 1)}) == {"learning_rate": "0.02"}
+
+
+def test_retry_advice_on_the_measured_table_is_its_first_surviving_remedy():
+    from resnet_nobn import recipes
+    for blocks in (1, 3, 9):
+        cfg = tiny_config("/x", blocks_per_stage=(blocks,) * 3, learning_rate=0.05)
+        first = next((n for n in recipes.REMEDIES if recipes.survived(n, blocks)), None)
+        flags, change = recipes.retry_remedy(cfg)
+        if first is None:
+            assert flags.startswith("--learning_rate=") and change.startswith("lowers the rate")
+        else:
+            assert change == recipes.REMEDIES[first][1]
+            assert {t.split("=")[0][2:] for t in flags.split()} == set(recipes.REMEDIES[first][0])
+
+
+def test_retry_advice_for_the_other_nets_lowers_the_rate_never_raising_it():
+    from resnet_nobn.recipes import retry_advice
+
+    def advice(**kw):
+        return dict(t[2:].split("=") for t in retry_advice(tiny_config("/x", **kw)).split())
+
+    deep = dict(blocks_per_stage=(9, 9, 9))
+    bn = advice(learning_rate=0.3, norm="batch", init="he", **deep)
+    assert bn == {"learning_rate": "0.1"}
+    # SkipInit: 0.05 trained at 1 block per stage and diverged at 9 (docs/stability.md)
+    assert advice(learning_rate=0.1, init="skipinit") == {"learning_rate": "0.05"}
+    assert advice(learning_rate=0.05, init="skipinit", **deep) == {"learning_rate": "0.02"}
+    for kw in (dict(learning_rate=1e9), dict(learning_rate=0.01, clip_norm=3.0),
+               dict(learning_rate=0.004, init="fixup", scalar_lr_factor=0.1)):
+        assert all(math.isfinite(float(v)) for v in advice(**kw).values())
