@@ -1,16 +1,21 @@
-"""The remedies tables of docs/stability.md, rendered from their one source, resnet_nobn/recipes.py's
-MEASURED (which retry_advice reads too); `--from_runs` prints MEASURED's entries from the runs.
+"""The remedies tables of docs/stability.md, rendered from their one source,
+resnet_nobn/measured_remedies.json (recipes.MEASURED, which the retry advice reads too);
+`--from_runs` reads the runs' results into it.
 
-    # the runs (schedule-shaped, 1,500 steps, the paper's rate 0.05 at batch 128), e.g.
-    python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/exp28 --long --schedule \
+    # the runs (schedule-shaped, 1,500 steps, batch 128; the paper's rate 0.05 unless a row
+    # lowers it), e.g.
+    python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/exp --long --schedule \
         --blocks=9 --nets=bn,paper_advice,paper_agc --seeds=3,5 --learning_rate=0.05 \
         --steps=1500 --batch_size=128
-    # MEASURED's entries from them, to paste into resnet_nobn/recipes.py
-    python bench/remedies.py --from_runs=/tmp/exp28 --blocks=9 --seeds=3,5
+    python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/exp --long --schedule \
+        --blocks=9 --nets=paper --seeds=3,5 --learning_rate=0.02 --steps=1500 --batch_size=128
+    # their entries, printed; with --write, merged into resnet_nobn/measured_remedies.json
+    python bench/remedies.py --from_runs=/tmp/exp --blocks=9 --seeds=3,5 --write
     # the markdown tables of docs/stability.md
     python bench/remedies.py
 """
 import argparse
+import json
 import os
 import re
 import statistics
@@ -18,20 +23,32 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resnet_nobn.recipes import FIXUP_REMEDY, MEASURED, REMEDIES, warmup_rule  # noqa: E402
-from resnet_nobn.train.rundir import read_json  # noqa: E402
+from resnet_nobn import recipes  # noqa: E402
+from resnet_nobn.recipes import MEASURED, REMEDIES, warmup_rule  # noqa: E402
+from resnet_nobn.train.rundir import atomic_write_json, read_json  # noqa: E402
 from stability import NETS, PAPER, long_dir, outcome  # noqa: E402  (neither imports TensorFlow)
 
-ROWS = ["bn", "paper_advice", *REMEDIES, FIXUP_REMEDY[0]]
+ROWS = ["bn", "paper_advice", *REMEDIES, "paper_head_trained", "fixup"]
 LABELS = {"bn": "the BN twin (`--norm=batch --init=he`)",
           "paper_advice": "the paper's recipe; where it diverged, the clip `--clip_norm=1` "
-                          "appended"}
+                          "appended",
+          "fixup": "Fixup as published (`--init=fixup`: its reference network, zero-initialised "
+                   "trained classifier, scalars at lr/10)"}
+
+
+def run_of(net):
+    """(the bench/stability.py net, the rate) a row's runs were made with: a lower rate is the
+    paper's net run at it."""
+    rate = REMEDIES.get(net, ({},))[0].get("learning_rate")
+    return ("paper", rate) if rate else (net, recipes.MEASURED_RATE)
 
 
 def label(net):
     """A net's row: its name and flags (the warm-up's steps as in the 1,500-step runs)."""
     warmup = warmup_rule(1500, (750, 1250))
-    flags = [f.format(warmup=warmup) for f in NETS[net] if f not in PAPER]
+    bench_net, rate = run_of(net)
+    flags = [f.format(warmup=warmup) for f in NETS[bench_net] if f not in PAPER] + (
+        [f"--learning_rate={rate}"] if bench_net != net else [])
     return LABELS.get(net) or f"{net} (`{' '.join(flags)}`)"
 
 
@@ -84,7 +101,7 @@ def survival_table():
     print("| net | " + " | ".join(per_stage(b) for b in depths) + " |")
     print("|---|" + "---|" * len(depths))
     for net in ROWS:
-        if net == "bn":
+        if net == "bn" or not any(n == net for n, _ in MEASURED):
             continue
         cells = []
         for b in depths:
@@ -100,13 +117,28 @@ def survival_table():
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
+def advice_table():
+    """What a run of the paper's recipe that diverges at each measured depth is told."""
+    from resnet_nobn.config import ModelConfig, TrainConfig
+    print("| a diverged run of the paper's recipe at | `retry with:` | what the advice says it "
+          "changes and measured |")
+    print("|---|---|---|")
+    for blocks in sorted({b for _, b in MEASURED}):
+        cfg = TrainConfig(model=ModelConfig(blocks_per_stage=(blocks,) * 3))
+        flags, clause = recipes.retry_remedy(cfg)
+        print(f"| {per_stage(blocks)} | `{flags}` | {clause} |")
+
+
 def from_runs(root, blocks, seeds, steps):
-    """MEASURED's entries for the --long --schedule runs under root (only those run)."""
+    """MEASURED's entries {(net, blocks): {seed: value}} for the --long --schedule runs under
+    root (only those run)."""
+    found = {}
     for b in blocks:
         for net in ROWS:
             runs = {}
             for seed in seeds:
-                model_dir = long_dir(os.path.join(root, "schedule"), net, b, 0.05, seed)
+                bench_net, rate = run_of(net)
+                model_dir = long_dir(os.path.join(root, "schedule"), bench_net, b, rate, seed)
                 result = outcome(model_dir, steps)
                 res = read_json(os.path.join(model_dir, "results.json")) or {}
                 final = [h["top1_error"] for h in res.get("history", []) if h["step"] == steps]
@@ -118,7 +150,20 @@ def from_runs(root, blocks, seeds, steps):
                         f", then {then}" + ("" if then.endswith("not finished") else
                                             f": {100 * final[0]:.2f}%") if then else "")
             if runs:
-                print(f"    ({net!r}, {b}): {runs!r},")
+                found[(net, b)] = runs
+    return found
+
+
+def write(found, path=recipes.MEASURED_FILE):
+    """Merges `found` into the measured file (an entry replaces the one of its net and depth)."""
+    with open(path) as f:
+        data = json.load(f)
+    table = {(r["net"], r["blocks"]): r for r in data["runs"]}
+    for (net, b), runs in found.items():
+        table[(net, b)] = dict(net=net, blocks=b, seeds={str(s): v for s, v in runs.items()})
+    data["runs"] = sorted(table.values(), key=lambda r: (r["blocks"], ROWS.index(r["net"])
+                                                         if r["net"] in ROWS else len(ROWS)))
+    atomic_write_json(path, data)
 
 
 def main():
@@ -127,15 +172,23 @@ def main():
     p.add_argument("--blocks", default="1,3,9", help="with --from_runs: depths, comma list")
     p.add_argument("--seeds", default="3,5", help="with --from_runs: seeds, comma list")
     p.add_argument("--steps", type=int, default=1500, help="with --from_runs: the runs' steps")
+    p.add_argument("--write", action="store_true", help="with --from_runs: merge the entries into "
+                   "resnet_nobn/measured_remedies.json")
     args = p.parse_args()
     if args.from_runs:
-        from_runs(args.from_runs, [int(b) for b in args.blocks.split(",")],
-                  [int(s) for s in args.seeds.split(",")], args.steps)
+        found = from_runs(args.from_runs, [int(b) for b in args.blocks.split(",")],
+                          [int(s) for s in args.seeds.split(",")], args.steps)
+        for key, runs in found.items():
+            print(f"{key}: {runs}")
+        if args.write:
+            write(found)
         return
     survival_table()
     for blocks in sorted({b for _, b in MEASURED}, reverse=True):
         print()
         schedule_table(blocks)
+    print()
+    advice_table()
 
 
 if __name__ == "__main__":

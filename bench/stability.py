@@ -27,8 +27,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from resnet_nobn.recipes import FIXUP_REMEDY, REMEDIES, WARMUP, warmup_rule  # noqa: E402
 from resnet_nobn.study.advice import advised_flags, flag_value  # noqa: E402  (none imports TensorFlow)
+from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
 from resnet_nobn.train.rundir import pending_divergence, read_json, retry_flags  # noqa: E402
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
@@ -37,17 +37,19 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
     "paper": PAPER,
     "paper_relu": PAPER + ["--relu_leakiness=0"],
     "bn": ["--norm=batch", "--init=he"],
-    "fixup": ["--norm=none", "--init=fixup"],
+    "fixup": ["--norm=none", "--init=fixup"],  # as published: Fixup's trained head, lr/10 scalars
     "skipinit": ["--norm=none", "--init=skipinit"],
     # Section 2's regime kept by construction: every block's ||C2|| ||C1|| <= tau
     **{f"paper_tau{t}": PAPER + [f"--max_branch_norm={t}"] for t in ("0.1", "1", "3", "10")},
     "paper_tau1_clip1": PAPER + ["--max_branch_norm=1", "--clip_norm=1"],  # and remedies that keep
-    # the paper's net and rate (recipes.py; {warmup}: warmup_rule's steps)
-    **{name: (PAPER if name.startswith("paper") else ["--norm=none", "--init=fixup"]) + [
-        f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={flag_value(v)}" for k, v in flags.items()]
-       for name, (flags, _) in list(REMEDIES.items()) + [(FIXUP_REMEDY[0], FIXUP_REMEDY[1:])]},
+    # the paper's net (recipes.py; {warmup}: warmup_rule's steps; a lower rate is `paper` run
+    # at that --learning_rate)
+    **{name: PAPER + [f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={flag_value(v)}"
+                      for k, v in flags.items()]
+       for name, (flags, _) in REMEDIES.items() if "learning_rate" not in flags},
     # the paper's net; where it diverges, re-run with its own `retry with:` flags (same model_dir)
     "paper_advice": PAPER,
+    "paper_head_trained": PAPER + ["--head=trained"],  # the paper's net with a trained head
 }
 
 
@@ -94,7 +96,7 @@ def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mod
     warmup = warmup_rule(args.steps, boundaries)
     cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
            f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
-           f"--widths={args.widths}", f"--stem_width={args.widths.split(',')[0]}",
+           f"--widths={args.widths}", f"--stem_width={args.stem_width or args.widths.split(',')[0]}",
            f"--blocks_per_stage={blocks}", f"--batch_size={args.batch_size}",
            f"--learning_rate={lr}", f"--train_steps={args.steps}",
            "--lr_boundaries=" + ",".join(map(str, boundaries)),
@@ -304,6 +306,7 @@ def main():
     p.add_argument("--nets", default="paper,paper_relu,bn,fixup,skipinit",
                    help=f"networks to sweep, comma list of {', '.join(NETS)}")
     p.add_argument("--widths", default="16,32,64", help="stage widths (the stem has the first)")
+    p.add_argument("--stem_width", help="the stem's channels (default: the first of --widths)")
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--steps", type=int, default=500, help="steps a stable run must survive")
     p.add_argument("--seed", default="0", help="the sweep's seeds, comma list (stable: no seed diverged)")

@@ -19,7 +19,8 @@ import typing
 
 from absl import flags
 
-from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig, options, resolve_init
+from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, options, resolve_head,
+                                resolve_init)
 from resnet_nobn.errors import UserError
 from resnet_nobn.recipes import datasets_of
 from resnet_nobn.train import cluster, multiworker
@@ -58,7 +59,7 @@ def define_flags(recipe: TrainConfig):
         elif isinstance(f.default, int) or int in typing.get_args(f.type):  # int, int | None
             flags.DEFINE_integer(f.name, default, help_text, lower_bound=m["lower"],
                                  upper_bound=m["upper"])
-        elif isinstance(f.default, float):
+        elif isinstance(f.default, float) or float in typing.get_args(f.type):  # float | None
             flags.DEFINE_float(f.name, default, help_text, lower_bound=m["lower"],
                                upper_bound=m["upper"])
         else:  # strings, and tuples as comma lists
@@ -94,6 +95,7 @@ def config_from_flags(FLAGS) -> TrainConfig:
             model["blocks_per_stage"] *= len(model["widths"])
         model.update(num_classes=info.num_classes, image_size=info.image_size,
                      init=resolve_init(model["init"], model["norm"]))
+        model.update(head=resolve_head(model["head"], model["init"]))
         return dataclasses.replace(
             recipe, model=dataclasses.replace(recipe.model, **model),
             **{f.name: _value(f, FLAGS[f.name].value) for f in options(TrainConfig)

@@ -56,8 +56,8 @@ flags.DEFINE_list("vary_norm", [], "Values of --norm to run (none, batch); defau
 flags.DEFINE_list("vary_init", [], "Values of --init to run (auto, identity, standard, he, "
                   "fixup, skipinit); default: the base --init (auto: identity without BN, he with "
                   "BN). fixup and skipinit are run without BN only.")
-flags.DEFINE_list("vary_head", [], "Values of --head to run (random, trained); default: the base "
-                  "--head.")
+flags.DEFINE_list("vary_head", [], "Values of --head to run (auto, random, trained); default: the "
+                  "base --head (auto: trained with --init=fixup, else random).")
 flags.DEFINE_list("vary_blocks", [], "Values of --blocks_per_stage to run: a number for every "
                   "stage, or per-stage numbers joined by '-' (e.g. 1,3,5 or 3-4-6-3); default: "
                   "the base --blocks_per_stage.")
@@ -105,7 +105,7 @@ def build_study():
     stages = len(base.model.widths)
     norms = _choices(FLAGS.vary_norm or [FLAGS.norm], NORMS, "vary_norm")
     inits = _choices(FLAGS.vary_init or [FLAGS.init], ("auto",) + INITS, "vary_init")
-    heads = _choices(FLAGS.vary_head or [FLAGS.head], HEADS, "vary_head")
+    heads = _choices(FLAGS.vary_head or [FLAGS.head], ("auto",) + HEADS, "vary_head")
     try:
         blocks = ([grid.parse_blocks(b, stages) for b in FLAGS.vary_blocks]
                   or [base.model.blocks_per_stage])

@@ -18,7 +18,9 @@ Two published normalization-free blocks that also start as the identity, for com
   Fixup (Zhang et al. 2019): scalar biases before each conv and before the activation, and a
     scalar multiplier (init 1) and bias after C2:
     `h + scale * C2(act(C1(h + b1a) + b1b) + b2a) + b2b` (`branch_scale=1.0, scalar_biases=True`);
-    its initialisation (C2 = 0, C1 scaled by L^(-1/2)) is in resnet_nobn/model/network.py.
+    its initialisation (C2 = 0, C1 scaled by L^(-1/2)) and what its reference code adds around
+    the blocks (`ScalarBias`, activations, the zero-initialised classifier) are in
+    resnet_nobn/model/network.py.
 """
 import keras
 from keras import layers
@@ -43,6 +45,18 @@ class LeakyReLU(layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "leakiness": self.leakiness}
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
+class ScalarBias(layers.Layer):
+    """`x + b`, one trainable scalar b (init 0): Fixup's biases outside the blocks (after the stem
+    and before the classifier, Zhang et al. 2019)."""
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(name="bias", shape=(), initializer="zeros", dtype="float32")
+
+    def call(self, x):
+        return x + keras.ops.cast(self.bias, x.dtype)
 
 
 @keras.saving.register_keras_serializable(package="resnet_nobn")

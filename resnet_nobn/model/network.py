@@ -23,7 +23,16 @@ One builder makes the paper's model and the ablations / the usual baseline:
                 k = kernel size, c = output channels. Two published normalization-free
                 baselines that keep the identity at init (see blocks.py): 'fixup' (Zhang et al.
                 2019: C1 He-init times L^(-1/2) for L blocks, C2 = 0, scalar multiplier and
-                biases) and 'skipinit' (De & Smith 2020: He init, a scalar alpha = 0 per branch).
+                biases; and as its reference code, hongyi-zhang/Fixup, builds the network around
+                them: a scalar bias and an activation after the stem, every block activated after
+                its sum, a scalar bias before a zero-initialised trained classifier, `--head=auto`)
+                and 'skipinit' (De & Smith 2020: He init, a scalar alpha = 0 per branch).
+                Fixup here differs from its reference in what the harness fixes for every net:
+                Table 1's shortcut (2x2 average pool, zero channels on both sides; the reference
+                subsamples `h + bias1a` 1x1 and appends the zeros), the activation's slope
+                (--relu_leakiness; the reference's ReLU is 0), and the optimizer (the paper's
+                weight decay 1e-4 on conv kernels only, no mixup; the reference: 5e-4 on every
+                parameter, mixup).
   relu_leakiness  slope of every activation `act` for x < 0: 0.1 in the TensorFlow ResNet code
                 the paper forked (`relu_leakiness=0.1` in resnet_main.py), 0 for a plain ReLU.
   head          'random': fixed seeded Gaussian projection, a non-trainable variable, so it is
@@ -39,7 +48,7 @@ import tensorflow as tf
 from keras import layers
 
 from resnet_nobn.config import ModelConfig, resolve_head_seed
-from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock
+from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias
 
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
@@ -171,6 +180,9 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
     inputs = keras.Input((cfg.image_size, cfg.image_size, 3), name="images")
     stem_std = math.sqrt(2.0 / (cfg.stem_kernel ** 2 * cfg.stem_width))  # a standard conv: He init
     x = _conv(cfg.stem_width, cfg.stem_kernel, cfg.stem_stride, stem_std, seed, "stem")(inputs)
+    fixup = cfg.init == "fixup" and cfg.fixup_reference
+    if fixup:  # Fixup's reference: `relu(conv1(x) + bias1)`
+        x = LeakyReLU(cfg.relu_leakiness, name="stem_act")(ScalarBias(name="stem_bias")(x))
     in_ch = cfg.stem_width
     layer_seed = seed * 10_000
     branch_scale = {"fixup": 1.0, "skipinit": 0.0}.get(cfg.init)
@@ -192,11 +204,15 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
                 shortcut=shortcut, norm1=norm1, norm2=bn(name + "_bn2"),
                 leakiness=cfg.relu_leakiness, branch_scale=branch_scale,
                 scalar_biases=cfg.init == "fixup", name=name)(x)
-            in_ch = width
+            if fixup and (s, b) != (len(cfg.widths) - 1, blocks - 1):  # Fixup's `relu(out +
+                x = LeakyReLU(cfg.relu_leakiness, name=name + "_act")(x)  # identity)`; the last
+            in_ch = width  # block's is final_act below
     if batch_norm:  # the fork's unit_last: BN (batch only), then the activation, then the pool
         x = bn("final_bn")(x)
     x = LeakyReLU(cfg.relu_leakiness, name="final_act")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
+    if fixup:  # Fixup's reference: `fc(x + bias2)`
+        x = ScalarBias(name="classifier_bias")(x)
     if cfg.head == "random":
         logits = RandomProjection(cfg.num_classes, resolve_head_seed(cfg.head_seed, seed),
                                   name="head")(x)
@@ -210,13 +226,22 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
 def custom_objects():
     """The project's Keras classes a saved model.keras is made of, by their registered names: the
     `custom_objects` of `keras.saving.load_model` (docs/training.md, an export's model card)."""
-    classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, GlobalBatchNorm)
+    classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, GlobalBatchNorm,
+               ScalarBias)
     return {keras.saving.get_registered_name(c): c for c in classes}
 
 
 def conv_kernels(model):
     """All convolution kernels (the weights that get weight decay), in layer order."""
     return [v for v in model.trainable_variables if "kernel" in v.path and "head" not in v.path]
+
+
+def scalar_parameters(model):
+    """The variables --scalar_lr_factor scales: every trainable scalar (Fixup's biases and
+    multipliers, SkipInit's alpha) and a trained classifier's bias, the parameters Fixup's
+    reference code trains at lr/10 (every `bias` and `scale`)."""
+    return [v for v in model.trainable_variables
+            if len(v.shape) == 0 or (v.path.startswith("head/") and "bias" in v.path)]
 
 
 def stage_kernels(model):

@@ -6,7 +6,8 @@ import itertools
 import os
 import sys
 
-from resnet_nobn.config import RESUMABLE_FIELDS, differences, resolve_init
+from resnet_nobn.config import (RESUMABLE_FIELDS, differences, resolve_head, resolve_init,
+                                resolve_scalar_lr_factor)
 from resnet_nobn.study import advice
 from resnet_nobn.train.rundir import read_json
 
@@ -55,16 +56,20 @@ def make_grid(base, root, norms, inits, heads, blocks, seeds, leakiness=None, le
     leakiness = leakiness or [base.model.relu_leakiness]
     learning_rates = learning_rates or [base.learning_rate]
     configs, seen = [], set()
+    # the base's own factor for each init, unless the base flags set another (config.py)
+    scalar_lr_factor = (None if base.scalar_lr_factor == resolve_scalar_lr_factor(
+        None, base.model.init) else base.scalar_lr_factor)
     # seed-major: a study stopped half-way has every configuration with its first seeds
     for seed, norm, init, head, bps, leak, lr in itertools.product(
             seeds, norms, inits, heads, blocks, leakiness, learning_rates):
         if norm == "batch" and init in ("fixup", "skipinit"):
             continue
-        model = dataclasses.replace(base.model, norm=norm, init=resolve_init(init, norm),
-                                    head=head, blocks_per_stage=tuple(bps),
+        init = resolve_init(init, norm)
+        model = dataclasses.replace(base.model, norm=norm, init=init,
+                                    head=resolve_head(head, init), blocks_per_stage=tuple(bps),
                                     relu_leakiness=float(leak))
         cfg = dataclasses.replace(base, model=model, seed=int(seed), model_dir="",
-                                  learning_rate=float(lr))
+                                  learning_rate=float(lr), scalar_lr_factor=scalar_lr_factor)
         cfg = dataclasses.replace(cfg, model_dir=_run_dir(cfg, root, named))
         if cfg.model_dir not in seen:
             seen.add(cfg.model_dir)

@@ -82,38 +82,55 @@ def adaptive_clip(grad, weight, factor, floor=1e-3):
     return tf.where(g_norm > limit, grad * (limit / tf.maximum(g_norm, 1e-6)), grad)
 
 
-def bound_gradients(grads, variables, kernels, cfg, loss_scale=1.0):
-    """This replica's part of the gradient with the *summed* gradient's global norm clipped to
-    --clip_norm, then each conv kernel's units clipped by --agc (`adaptive_clip`).
-
-    Keras clips (`global_clipnorm`) before it all-reduces, i.e. per replica, which differs from one
-    device; so the sum is formed here (one extra all-reduce with several replicas), clipped, and
-    divided by the number of replicas, which Keras' own all-reduce then sums back. `kernels`: the
-    conv kernels among `variables` (the head's dense kernel is not clipped). `loss_scale`:
-    the float16 loss scale the gradient carries (the bounds are scaled with it).
-    """
+def global_gradient(grads):
+    """(the global batch's gradient, the number of replicas): this replica's part summed over
+    every replica (one all-reduce, with several), the same on each of them."""
     ctx = tf.distribute.get_replica_context()
     replicas = ctx.num_replicas_in_sync if ctx is not None else 1
-    total = ctx.all_reduce("SUM", grads) if replicas > 1 else grads
+    return (ctx.all_reduce("SUM", grads) if replicas > 1 else grads), replicas
+
+
+def bound_gradients(total, variables, kernels, cfg, norm, loss_scale=1.0):
+    """(the global gradient `total` with its global norm `norm` clipped to --clip_norm, then each
+    conv kernel's units clipped by --agc (`adaptive_clip`); whether either changed it).
+
+    The bounds act on the *summed* gradient (`global_gradient`): Keras clips (`global_clipnorm`)
+    before it all-reduces, i.e. per replica, which differs from one device. `kernels`: the conv
+    kernels among `variables` (the head's dense kernel is not clipped). `loss_scale`: the float16
+    loss scale the gradient carries (the bounds are scaled with it).
+    """
+    bound = tf.constant(False)
     if cfg.clip_norm > 0:
-        total, _ = tf.clip_by_global_norm(total, cfg.clip_norm * loss_scale)
+        bound = norm > cfg.clip_norm * loss_scale
+        total, _ = tf.clip_by_global_norm(total, cfg.clip_norm * loss_scale, use_norm=norm)
     if cfg.agc > 0:
         is_kernel = {id(k) for k in kernels}
-        total = [adaptive_clip(g, v, cfg.agc * loss_scale) if id(v) in is_kernel else g
-                 for g, v in zip(total, variables)]
-    return [g / replicas for g in total] if replicas > 1 else total
+        clipped = [adaptive_clip(g, v, cfg.agc * loss_scale) if id(v) in is_kernel else g
+                   for g, v in zip(total, variables)]
+        bound = tf.logical_or(bound, tf.reduce_any(
+            [tf.reduce_any(c != g) for c, g in zip(clipped, total)]))
+        total = clipped
+    return total, bound
 
 
-def scale_scalar_gradients(grads, variables, factor):
-    """The gradient of every rank-0 variable (Fixup's biases and multiplier, SkipInit's alpha)
-    times `factor`: with SGD and momentum (and no weight decay on them) that is their learning
-    rate times `factor`, as Fixup's reference code trains them at lr/10."""
-    return [g * factor if len(v.shape) == 0 else g for g, v in zip(grads, variables)]
+def scale_scalar_gradients(grads, variables, scalars, factor):
+    """The gradient of each of `scalars` (model.scalar_parameters: Fixup's biases and multipliers,
+    SkipInit's alpha) times `factor`: with SGD and momentum (and no weight decay on them) that is
+    their learning rate times `factor`, as Fixup's reference code trains them at lr/10."""
+    scalars = {id(v) for v in scalars}
+    return [g * factor if id(v) in scalars else g for g, v in zip(grads, variables)]
+
+
+# What the training loop sums over its steps, in this order: cross-entropy, loss (with the weight
+# decay), top-1 hits, top-5 hits, the global gradient's norm before any bound, and 1 for each step
+# whose gradient --clip_norm or --agc changed.
+SUMS = 6
 
 
 def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     """The compiled training loop: `train_loop(iterator, n)` runs n steps on the device and
-    returns the sums over them of (cross-entropy, loss, top-1 hits, top-5 hits).
+    returns the sums over them of the `SUMS` values (cross-entropy, loss, top-1 hits, top-5 hits,
+    the gradient's norm, the steps a bound changed).
 
     As in TF Model Garden's Orbit: the `tf.range` loop around `strategy.run` is one
     tf.function; each replica adds its step's values to its own slot of an on-read summed
@@ -126,9 +143,10 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     global_batch = cfg.batch_size
     variables = model.trainable_variables
     kernels = model_lib.conv_kernels(model)
+    scalars = model_lib.scalar_parameters(model)
     whole_step_xla = cfg.xla and strategy.num_replicas_in_sync == 1
     with strategy.scope():
-        sums = tf.Variable(tf.zeros([4]), trainable=False, name="loop_sums",
+        sums = tf.Variable(tf.zeros([SUMS]), trainable=False, name="loop_sums",
                            synchronization=tf.VariableSynchronization.ON_READ,
                            aggregation=tf.VariableAggregation.SUM)
         bounds = (lipschitz.BranchBounds(model, estimate=False) if cfg.max_branch_norm > 0
@@ -155,11 +173,19 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
 
     def step_fn(images, labels):
         grads, values = gradients(images, labels)
+        loss_scale = getattr(optimizer, "dynamic_scale", 1.0)
+        total, replicas = global_gradient(grads)
+        norm = tf.linalg.global_norm(total)  # before any bound, as the loss scale carries it
+        bound = tf.constant(False)
         if cfg.clip_norm > 0 or cfg.agc > 0:
-            grads = bound_gradients(grads, variables, kernels, cfg,
-                                    getattr(optimizer, "dynamic_scale", 1.0))
+            total, bound = bound_gradients(total, variables, kernels, cfg, norm, loss_scale)
+        # each replica adds its share of the step's values (`sums` is summed over replicas), and
+        # gives Keras, which sums the replicas' gradients itself, its share of the global one
+        grads = [g / replicas for g in total] if replicas > 1 else total
+        values = tf.concat([values, tf.stack([norm / tf.cast(loss_scale, tf.float32),
+                                              tf.cast(bound, tf.float32)]) / replicas], 0)
         if cfg.scalar_lr_factor != 1:
-            grads = scale_scalar_gradients(grads, variables, cfg.scalar_lr_factor)
+            grads = scale_scalar_gradients(grads, variables, scalars, cfg.scalar_lr_factor)
         optimizer.apply_gradients(zip(grads, variables))
         return values
 
@@ -171,7 +197,7 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
 
     @tf.function
     def train_loop(iterator, steps):
-        strategy.run(lambda: sums.assign(tf.zeros([4])))
+        strategy.run(lambda: sums.assign(tf.zeros([SUMS])))
         for _ in tf.range(steps):
             strategy.run(lambda images, labels: add(step_fn(images, labels)), args=next(iterator))
             if bounds is not None:

@@ -1,5 +1,8 @@
 """The network of Table 1 and its ablations: shape, parameter count, init, identity blocks, head."""
+import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -7,7 +10,8 @@ import tensorflow as tf
 
 from resnet_nobn.config import ModelConfig
 from resnet_nobn.model.blocks import ResidualBlock
-from resnet_nobn.model.network import build_model, conv_kernels, count_params, residual_init_stddev
+from resnet_nobn.model.network import (build_model, conv_kernels, count_params,
+                                       residual_init_stddev, scalar_parameters)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +107,8 @@ def test_fixup_and_skipinit_start_as_the_identity(init):
         np.testing.assert_array_equal(model.get_layer(name)(h).numpy(), h.numpy())
     scalars = [v for v in model.trainable_variables if len(v.shape) == 0]
     per_block = 5 if init == "fixup" else 1  # multiplier + 4 biases, or alpha
-    assert len(scalars) == 4 * per_block
+    outside = 2 if init == "fixup" else 0  # Fixup's biases after the stem, before the classifier
+    assert len(scalars) == 4 * per_block + outside
     first = model.get_layer("stage1_block1").first.kernel.numpy()
     second = model.get_layer("stage1_block1").second.kernel.numpy()
     he = math.sqrt(2 / (9 * 8))
@@ -164,9 +169,6 @@ def _all_layers(model):
 
 def test_head_seed_follows_the_run_seed_unless_given_and_the_config_records_it():
     """A study over seeds draws a projection per seed; --head_seed fixes one for every seed."""
-    import json
-    import subprocess
-    import sys
     from resnet_nobn.config import TrainConfig
     from resnet_nobn.study.report import config_key
     small = ModelConfig(widths=(8,), blocks_per_stage=(1,), strides=(1,), stem_width=8)
@@ -216,3 +218,56 @@ def test_bn_twin_follows_the_fork_epsilon_decay_and_activate_before_residual():
     second = model.get_layer("stage1_block2")
     np.testing.assert_allclose(out2, out1 + second.branch(tf.constant(out1)).numpy(), rtol=1e-4,
                                atol=1e-5)
+
+
+def test_fixup_is_its_reference_network():
+    """--init=fixup computes what hongyi-zhang/Fixup's FixupResNet.forward computes (written out
+    here from its code, with random values in every weight and scalar), and starts with a zero
+    classifier: every logit 0, the loss ln(classes)."""
+    cfg = ModelConfig(widths=(8, 16), blocks_per_stage=(2, 1), strides=(1, 2), stem_width=8,
+                      init="fixup", head="trained", relu_leakiness=0.0, image_size=8)
+    model = build_model(cfg, seed=1)
+    x = tf.random.normal((2, 8, 8, 3), seed=2)
+    assert not model(x).numpy().any()  # the zero-initialised classifier
+    rng = np.random.default_rng(0)
+    for v in model.trainable_variables:
+        v.assign(rng.normal(0.0, 0.3, v.shape).astype("float32"))
+    w = {v.path: v for v in model.trainable_variables}
+    relu, conv = tf.nn.relu, lambda h, k, s: tf.nn.conv2d(h, w[k], s, "SAME")
+
+    def block(h, name, stride, channels):  # FixupBasicBlock.forward
+        b = [w[f"{name}/bias{i}"] for i in ("1a", "1b", "2a", "2b")]
+        out = relu(conv(h + b[0], f"{name}/{name}_conv1/kernel", stride) + b[1])
+        out = conv(out + b[2], f"{name}/{name}_conv2/kernel", 1) * w[f"{name}/branch_scale"] + b[3]
+        identity = h
+        if stride > 1:  # Table 1's shortcut (the reference subsamples h + bias1a instead)
+            identity = tf.nn.avg_pool2d(h, stride, stride, "VALID")
+            extra = channels - h.shape[-1]
+            identity = tf.pad(identity, [[0, 0]] * 3 + [[extra // 2, extra - extra // 2]])
+        return relu(out + identity)
+
+    h = relu(conv(x, "stem/kernel", 1) + w["stem_bias/bias"])
+    h = block(block(h, "stage1_block1", 1, 8), "stage1_block2", 1, 8)
+    h = block(h, "stage2_block1", 2, 16)
+    h = tf.reduce_mean(h, axis=[1, 2]) + w["classifier_bias/bias"]
+    expected = h @ w["head/kernel"] + w["head/bias"]
+    np.testing.assert_allclose(model(x).numpy(), expected.numpy(), rtol=1e-4, atol=1e-5)
+    assert {v.path for v in scalar_parameters(model)} == {
+        p for p in w if "bias" in p or "scale" in p}  # the reference's lr/10 groups
+
+
+def test_fixup_flags_default_to_its_reference_head_and_scalar_rate():
+    """--init=fixup alone is Fixup as published (its trained head, scalars at lr/10); the
+    paper's net keeps its random head and one rate; a flag given is kept."""
+    code = ("import json, sys; from absl import flags; from resnet_nobn import cli, recipes; "
+            "cli.define_flags(recipes.cifar()); flags.FLAGS(sys.argv[1:]); "
+            "c = cli.config_from_flags(flags.FLAGS).to_json(); "
+            "print(json.dumps([c['model']['head'], c['scalar_lr_factor']]))")
+    root = __file__.rsplit("/tests/", 1)[0]
+    for args, expected in ((["--init=fixup"], ["trained", 0.1]), ([], ["random", 1.0]),
+                           (["--init=skipinit"], ["random", 1.0]),
+                           (["--init=fixup", "--head=random", "--scalar_lr_factor=1"],
+                            ["random", 1.0])):
+        out = subprocess.run([sys.executable, "-c", code, "x"] + args, cwd=root,
+                             capture_output=True, text=True, timeout=60)
+        assert json.loads(out.stdout) == expected, (args, out.stderr)
