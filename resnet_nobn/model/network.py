@@ -30,9 +30,9 @@ One builder makes the paper's model and the ablations / the usual baseline:
                 Fixup here differs from its reference in what the harness fixes for every net:
                 Table 1's shortcut (2x2 average pool, zero channels on both sides; the reference
                 subsamples `h + bias1a` 1x1 and appends the zeros), the activation's slope
-                (--relu_leakiness; the reference's ReLU is 0), and the optimizer (the paper's
-                weight decay 1e-4 on conv kernels only, no mixup; the reference: 5e-4 on every
-                parameter, mixup).
+                (--relu_leakiness; the reference's ReLU is 0), and the training (weight decay
+                1e-4 on conv kernels only, the reference on every parameter; no mixup, the
+                reference code's default, which its paper also reports without).
   relu_leakiness  slope of every activation `act` for x < 0: 0.1 in the TensorFlow ResNet code
                 the paper forked (`relu_leakiness=0.1` in resnet_main.py), 0 for a plain ReLU.
   head          'random': fixed seeded Gaussian projection, a non-trainable variable, so it is

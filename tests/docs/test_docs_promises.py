@@ -12,8 +12,10 @@ import pytest
 
 from tests.helpers import ROOT, run_cli
 
-# docs/training.md: `step 2000/60000  loss 1.2345  xent 1.2001  lr 0.05  1532.1 img/s  eta 0:35:12`
+# docs/training.md: `step 2000/60000  loss 1.2345  xent 1.2001  lr 0.05  |grad| 0.842  1532.1 img/s
+# eta 0:35:12`; with a clip or AGC, `|grad| 3.1 (bound 12% of steps)`
 PROGRESS = re.compile(r"step \d+/\d+  loss \d+\.\d{4}  xent \d+\.\d{4}  lr [0-9.e+-]+  "
+                      r"\|grad\| [0-9.e+-]+( \(bound \d+% of steps\))?  "
                       r"\d+\.\d img/s  eta \d+:\d\d:\d\d")
 TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
         "--batch_size=8", "--learning_rate=0.01", "--eval_every=4"]
