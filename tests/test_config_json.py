@@ -44,6 +44,25 @@ def test_a_bn_run_directory_from_before_the_twin_was_recorded_is_refused_naming_
     assert rundir.check_model_dir(plain)[1] == {}
 
 
+def test_a_run_of_the_former_fixup_is_refused_on_resume_and_still_builds(tmp_path):
+    """Before --init=fixup built Fixup's reference network its config.json had no
+    fixup_reference (and, earlier still, no scalar_lr_factor: its scalars at the full rate)."""
+    former = tiny_config(tmp_path, init="fixup", head="random", scalar_lr_factor=1.0)
+
+    def as_written_then(d):
+        d["model"].pop("fixup_reference")
+        d.pop("scalar_lr_factor")
+    _write(former, as_written_then)
+    with pytest.raises(UserError, match="fixup_reference: False there, True here"):
+        rundir.check_model_dir(former)
+    old = TrainConfig.from_json(json.loads((tmp_path / "config.json").read_text()))
+    assert (old.model.fixup_reference, old.scalar_lr_factor) == (False, 1.0)
+    from resnet_nobn.model.network import build_model
+    names = {layer.name for layer in build_model(old.model).layers}
+    assert "stem_bias" not in names and "stem_bias" in {
+        layer.name for layer in build_model(tiny_config(tmp_path, init="fixup").model).layers}
+
+
 def test_a_field_absent_from_an_old_config_means_the_default_of_its_time(tmp_path):
     cfg = tiny_config(tmp_path)
     _write(cfg, lambda d: d.pop("max_branch_norm"))  # before --max_branch_norm: no bound
