@@ -19,8 +19,7 @@ import typing
 
 from absl import flags
 
-from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, options, resolve_head,
-                                resolve_init)
+from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig, options, resolve_init
 from resnet_nobn.errors import UserError
 from resnet_nobn.recipes import datasets_of
 from resnet_nobn.train import cluster, multiworker
@@ -95,7 +94,6 @@ def config_from_flags(FLAGS) -> TrainConfig:
             model["blocks_per_stage"] *= len(model["widths"])
         model.update(num_classes=info.num_classes, image_size=info.image_size,
                      init=resolve_init(model["init"], model["norm"]))
-        model.update(head=resolve_head(model["head"], model["init"]))
         return dataclasses.replace(
             recipe, model=dataclasses.replace(recipe.model, **model),
             **{f.name: _value(f, FLAGS[f.name].value) for f in options(TrainConfig)

@@ -110,10 +110,10 @@ class ModelConfig:
     relu_leakiness: float = option(0.1, "Slope for x < 0 of every activation (leaky ReLU), in the "
                                    "blocks and after the last block; 0.1 is the TensorFlow ResNet "
                                    "code the paper forked, 0 a plain ReLU.", lower=0.0, upper=0.999)
-    head: str = option("random", "random: fixed random projection, never trained (the paper's); "
-                       "trained: an ordinary dense layer with a bias (zero-initialised with "
-                       "--init=fixup, as Fixup's); auto = trained with --init=fixup, else random.",
-                       choices=HEADS, flag_choices=("auto",) + HEADS, flag_default="auto")
+    head: str = option("auto", "random: fixed random projection, never trained (the paper's); "
+                       "trained: a dense layer with a bias (zero-initialised with --init=fixup); "
+                       "auto = trained with --init=fixup (Fixup's), else random.", choices=HEADS,
+                       flag_choices=("auto",) + HEADS, flag_default="auto")
     head_seed: int | None = option(None, "Seed of the random-projection head; default: --seed, "
                                    "so each seed of a study draws its own projection (config.json "
                                    "records the seed used).")
@@ -123,13 +123,13 @@ class ModelConfig:
     bn_epsilon: float = 1e-3
     bn_momentum: float = 0.9
     activate_before_residual: bool = True
-    # init='fixup' as Fixup's reference code builds it (hongyi-zhang/Fixup, resnet_nobn/model.py):
-    # a scalar bias and an activation after the stem, every block activated after its sum, a
-    # scalar bias before the classifier. Not a flag: False only in the config.json of a run made
-    # before (Fixup's blocks alone, `ABSENT_WITH_FIXUP`), which is read back and refused on resume.
+    # init='fixup' as its reference code builds it (model/network.py). Not a flag: False only in
+    # the config.json of a run of Fixup's blocks alone, made before (`ABSENT_WITH_FIXUP`).
     fixup_reference: bool = True
 
     def __post_init__(self):
+        if self.head == "auto":  # frozen dataclass: the `--head=auto` rule
+            object.__setattr__(self, "head", "trained" if self.init == "fixup" else "random")
         _check(self)
         if not (len(self.widths) == len(self.blocks_per_stage) == len(self.strides)):
             raise ValueError("--widths, --strides and --blocks_per_stage need one entry per stage "
@@ -153,22 +153,6 @@ def resolve_init(init, norm):
     if init == "auto":
         return "he" if norm == "batch" else "identity"
     return init
-
-
-def resolve_head(head, init):
-    """The `--head=auto` rule: Fixup's own zero-initialised trained classifier with --init=fixup,
-    the paper's fixed random projection otherwise."""
-    if head == "auto":
-        return "trained" if init == "fixup" else "random"
-    return head
-
-
-def resolve_scalar_lr_factor(factor, init):
-    """The blocks' scalars' rate factor when --scalar_lr_factor is not given: Fixup's reference
-    code trains its scalar biases and multipliers at lr/10 (0.1); 1 for every other init."""
-    if factor is None:
-        return 0.1 if init == "fixup" else 1.0
-    return factor
 
 
 def resolve_head_seed(head_seed, seed):
@@ -220,13 +204,11 @@ class TrainConfig:
                         "norm at most this times max(||W_unit||, 1e-3), norms over the kernel's "
                         "spatial and input axes, on the gradient summed over replicas. 0: off "
                         "(the paper).", lower=0.0)
-    scalar_lr_factor: float | None = option(None, "Learning-rate factor of the network's trainable "
-                                            "scalars (Fixup's biases and multipliers and its "
-                                            "classifier's bias, SkipInit's alpha); default: 0.1 "
-                                            "with --init=fixup (its reference code's lr/10), else "
-                                            "1 (the rate of the kernels).",
-                                            check=(lambda v: v > 0, "must be positive"),
-                                            flag_default=None)  # the recipe's value is resolved
+    scalar_lr_factor: float | None = option(None, "Learning-rate factor of the trainable scalars "
+                                            "(Fixup's, with its classifier's bias; SkipInit's "
+                                            "alpha); default: 0.1 with --init=fixup (its "
+                                            "reference code's lr/10), else 1.", flag_default=None,
+                                            check=(lambda v: v > 0, "must be positive"))
     max_branch_norm: float = option(0.0, "If > 0: after every update, keep each residual block's "
                                     "Lipschitz bound |scale| ||C2||_2 ||C1||_2 (spectral norms of "
                                     "its convolutions, bounded above from the kernels' DFT) at "
@@ -262,8 +244,8 @@ class TrainConfig:
                                   choices=PRECISIONS)
 
     def __post_init__(self):
-        object.__setattr__(self, "scalar_lr_factor",  # None: the init's own (frozen dataclass)
-                           resolve_scalar_lr_factor(self.scalar_lr_factor, self.model.init))
+        if self.scalar_lr_factor is None:  # the init's own: Fixup's reference code's lr/10
+            object.__setattr__(self, "scalar_lr_factor", 0.1 if self.model.init == "fixup" else 1.)
         _check(self)
         if self.max_branch_norm > 0 and self.model.norm == "batch":
             raise ValueError("--max_branch_norm bounds the normalization-free blocks; with "
@@ -309,10 +291,9 @@ RESUMABLE_FIELDS = ("train_steps", "data_dir", "model_dir", "eval_every", "eval_
 # its absence means today's default, and a resume accepts it. A field whose absence meant another
 # computation is listed with the value of its time, so that a run of that time is refused naming
 # the difference: the 40x40 crop before the fork's 36x36, the plain ReLU before the fork's leaky
-# one, and the BN twin before the fork's epsilon and activate_before_residual (these only with
-# norm='batch': without BN they compute nothing, and their absence means today's default); Fixup's
-# blocks alone before Fixup as its reference builds it (only with init='fixup'), and Fixup's
-# scalars at the kernels' rate before --scalar_lr_factor existed.
+# one, the BN twin before the fork's epsilon and activate_before_residual, Fixup's blocks alone
+# (these only with BN, or Fixup: otherwise they compute nothing, and their absence means today's
+# default), and scalars at the kernels' rate before --scalar_lr_factor existed.
 ABSENT = {"crop_padding": 4, "relu_leakiness": 0.0, "scalar_lr_factor": 1.0}
 ABSENT_WITH_BN = {"bn_epsilon": 1e-5, "activate_before_residual": False}
 ABSENT_WITH_FIXUP = {"fixup_reference": False}

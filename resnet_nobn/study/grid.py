@@ -6,8 +6,7 @@ import itertools
 import os
 import sys
 
-from resnet_nobn.config import (RESUMABLE_FIELDS, differences, resolve_head, resolve_init,
-                                resolve_scalar_lr_factor)
+from resnet_nobn.config import RESUMABLE_FIELDS, differences, resolve_init
 from resnet_nobn.study import advice
 from resnet_nobn.train.rundir import read_json
 
@@ -57,8 +56,8 @@ def make_grid(base, root, norms, inits, heads, blocks, seeds, leakiness=None, le
     learning_rates = learning_rates or [base.learning_rate]
     configs, seen = [], set()
     # the base's own factor for each init, unless the base flags set another (config.py)
-    scalar_lr_factor = (None if base.scalar_lr_factor == resolve_scalar_lr_factor(
-        None, base.model.init) else base.scalar_lr_factor)
+    own = dataclasses.replace(base, scalar_lr_factor=None).scalar_lr_factor
+    scalar_lr_factor = None if base.scalar_lr_factor == own else base.scalar_lr_factor
     # seed-major: a study stopped half-way has every configuration with its first seeds
     for seed, norm, init, head, bps, leak, lr in itertools.product(
             seeds, norms, inits, heads, blocks, leakiness, learning_rates):
@@ -66,7 +65,7 @@ def make_grid(base, root, norms, inits, heads, blocks, seeds, leakiness=None, le
             continue
         init = resolve_init(init, norm)
         model = dataclasses.replace(base.model, norm=norm, init=init,
-                                    head=resolve_head(head, init), blocks_per_stage=tuple(bps),
+                                    head=head, blocks_per_stage=tuple(bps),
                                     relu_leakiness=float(leak))
         cfg = dataclasses.replace(base, model=model, seed=int(seed), model_dir="",
                                   learning_rate=float(lr), scalar_lr_factor=scalar_lr_factor)
