@@ -24,6 +24,7 @@ from resnet_nobn.data import inputs
 from resnet_nobn.errors import UserError, first_line
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.train import checkpoints, cluster, monitor, multiworker, rundir, steps
+from resnet_nobn.train.train_log import TrainLog
 
 
 def check_memory(cfg: TrainConfig, replicas):
@@ -67,7 +68,7 @@ class Trainer:
         self._previous_rollbacks = []  # divergences earlier runs resumed from (results.json)
         self._previous_changes = []  # settings earlier resumes changed (results.json)
         self._previous = {}  # the whole of results.json as this run found it
-        self.train_log = []  # results.json's train_history: one entry per logged step
+        self.train_log = TrainLog(cfg.clip_norm > 0 or cfg.agc > 0)
         self.resume_changes = []  # the settings this resume changed: [{step, field, from, to}]
         # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
         self.preemption = multiworker.preemption_handler(
@@ -157,25 +158,13 @@ class Trainer:
             "keras_version": keras.__version__,
             "git_commit": rundir.git_commit(),
             "history": history,
-            TRAIN_HISTORY: self.train_log,
-            **bound_total(self.train_log),
+            **self.train_log.results(),
             "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
             rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
             "config": recorded,
         }
         rundir.atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
         return results
-
-    def _log_entry(self, step, n, loss, ce, lr, grad_norm, bound):
-        """Appends to the run's training log (results.json's `train_history`) the means over the
-        `n` steps before `step`; `bound` (the fraction of them a clip or AGC changed) only where
-        the run has one."""
-        entry = dict(step=step, steps=n, loss=float(loss), cross_entropy=float(ce),
-                     learning_rate=lr, grad_norm=float(grad_norm))
-        if self.cfg.clip_norm > 0 or self.cfg.agc > 0:
-            entry[BOUND] = float(bound)
-        self.train_log.append(entry)
-        return entry
 
     def _previous_results(self):
         """(history, wall time) of results.json (resnet_nobn/train/rundir.py); the rest of it kept."""
@@ -191,9 +180,8 @@ class Trainer:
         """Evaluates at the current step, appends to `history`, writes summaries and results."""
         step, ev = self.step, self.evaluate()
         # the replicas it ran on: --eval_only may evaluate a run on another count than it trained on
-        last_log = self.train_log[-1] if self.train_log else {}
         history.append(dict(step=step, num_replicas=self.strategy.num_replicas_in_sync, **ev,
-                            **{k: last_log[k] for k in ("grad_norm", BOUND) if k in last_log}))
+                            **self.train_log.latest()))
         log(f"eval  step {step}  top1_error {ev['top1_error']:.4f}  "
             f"top5_error {ev['top5_error']:.4f}  ({ev['eval_examples']} images)", self.chief)
         if writers:
@@ -232,8 +220,7 @@ class Trainer:
 
         history, wall_before = self._previous_results() if restored else ([], 0.0)
         history = [h for h in history if h["step"] <= self.step]
-        self.train_log = [e for e in self._previous.get(TRAIN_HISTORY, [])
-                          if isinstance(e, dict) and e.get("step", math.inf) <= self.step]
+        self.train_log.resume(self._previous, self.step)
         self.checkpoints.commit()
         if self.chief:
             os.makedirs(cfg.model_dir, exist_ok=True)
@@ -279,14 +266,12 @@ class Trainer:
                 now = time.time()
                 n = step - step_log
                 images_per_sec = n * cfg.batch_size / max(now - t_log, 1e-9)
-                ce, total, top1, top5, grad_norm, bound = window / max(n, 1)
+                ce, total, top1, top5, *_ = means = window / max(n, 1)
                 lr = float(steps.learning_rate(step - 1, cfg))
                 eta = (cfg.train_steps - step) * (now - t_log) / max(n, 1)
-                entry = self._log_entry(step, n, total, ce, lr, grad_norm, bound)
+                gradient, text = self.train_log.add(step, n, means, lr)
                 log(f"step {step}/{cfg.train_steps}  loss {total:.4f}  xent {ce:.4f}  lr {lr:.4g}  "
-                    f"|grad| {grad_norm:.3g}"
-                    + (f" (bound {bound:.0%} of steps)" if BOUND in entry else "")
-                    + f"  {images_per_sec:.1f} img/s  eta {hms(eta)}", self.chief)
+                    f"{text}  {images_per_sec:.1f} img/s  eta {hms(eta)}", self.chief)
                 if writers:
                     with writers["train"].as_default(step=step):
                         tf.summary.scalar("loss", total)
@@ -295,10 +280,7 @@ class Trainer:
                         tf.summary.scalar("top1_error", 1.0 - top1 / cfg.batch_size)
                         tf.summary.scalar("top5_error", 1.0 - top5 / cfg.batch_size)
                         tf.summary.scalar("images_per_sec", images_per_sec)
-                        tf.summary.scalar("grad_norm", grad_norm)
-                        if BOUND in entry:
-                            tf.summary.scalar(BOUND, bound)
-                        for tag, value in self.monitor.scalars().items():
+                        for tag, value in {**gradient, **self.monitor.scalars()}.items():
                             tf.summary.scalar(tag, value)
                 t_log, step_log, window = now, step, np.zeros(steps.SUMS)
             if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
@@ -314,18 +296,6 @@ class Trainer:
         if results is None and self.chief:  # nothing left to train: report the latest state
             results = self.write_results(history, wall_before, images_per_sec)
         return results
-
-
-TRAIN_HISTORY = "train_history"  # results.json: one entry per logged step
-BOUND = "grad_bound_fraction"  # of the steps since the last log, those --clip_norm/--agc changed
-
-
-def bound_total(train_log):
-    """{BOUND: the fraction of all the run's logged steps a clip or AGC changed}, or {} without
-    one."""
-    logged = [e for e in train_log if BOUND in e]
-    steps = sum(e["steps"] for e in logged)
-    return {BOUND: sum(e[BOUND] * e["steps"] for e in logged) / steps} if steps else {}
 
 
 def train(cfg: TrainConfig, strategy=None):

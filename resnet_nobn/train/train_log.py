@@ -1,0 +1,46 @@
+"""The run's training log: at every log step, the means since the last one of the loss, the rate
+and the global norm of the gradient before any clip or AGC, and with a clip or AGC the fraction
+of those steps it changed. results.json keeps it (`train_history`, and the whole run's fraction);
+TensorBoard and the progress line show it."""
+import math
+
+HISTORY = "train_history"
+BOUND = "grad_bound_fraction"
+
+
+class TrainLog:
+    """The entries of one run (`resume` keeps those of results.json up to its step)."""
+
+    def __init__(self, bounded):
+        self.bounded = bounded  # --clip_norm or --agc
+        self.entries = []
+
+    def resume(self, results, step):
+        """Takes the entries of `results` (results.json as the run found it) up to `step`."""
+        self.entries = [e for e in results.get(HISTORY) or ()
+                        if isinstance(e, dict) and e.get("step", math.inf) <= step]
+
+    def add(self, step, steps, means, learning_rate):
+        """Records the means over the `steps` steps before `step` of the training loop's sums
+        (resnet_nobn/train/steps.py `SUMS`); returns ({TensorBoard tag: value} of its gradient,
+        the progress line's part: `|grad| 0.842`, with a bound `|grad| 3.1 (bound 12% of
+        steps)`)."""
+        cross_entropy, loss, _, _, grad_norm, bound = (float(m) for m in means)
+        gradient = {"grad_norm": grad_norm, **({BOUND: bound} if self.bounded else {})}
+        self.entries.append(dict(step=step, steps=steps, loss=loss, cross_entropy=cross_entropy,
+                                 learning_rate=learning_rate, **gradient))
+        return gradient, f"|grad| {grad_norm:.3g}" + (
+            f" (bound {bound:.0%} of steps)" if self.bounded else "")
+
+    def latest(self):
+        """The last entry's gradient values, for an evaluation's record in results.json."""
+        last = self.entries[-1] if self.entries else {}
+        return {k: last[k] for k in ("grad_norm", BOUND) if k in last}
+
+    def results(self):
+        """results.json's part: the entries, and over the whole run the fraction of steps a
+        bound changed (with one)."""
+        logged = [e for e in self.entries if BOUND in e]
+        steps = sum(e["steps"] for e in logged)
+        total = {BOUND: sum(e[BOUND] * e["steps"] for e in logged) / steps} if steps else {}
+        return {HISTORY: self.entries, **total}
