@@ -137,7 +137,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         + (f"chosen with `--checkpoint`{f'; {note}' if note else ''}." if chosen or note else
            "the newest that restores with finite weights"
            + (" (the one a re-run resumes from after a divergence)"
-              if os.path.exists(os.path.join(model_dir, rundir.DIVERGED)) else "")
+              if rundir.pending_divergence(model_dir) else "")
            + (f"; skipped: {'; '.join(skipped)}." if skipped else "."))
         + (f" The run rolled back after a divergence {len(rollbacks)} time(s) (results.json "
            "`rollbacks`)." if rollbacks else ""),

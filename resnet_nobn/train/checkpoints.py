@@ -4,12 +4,15 @@ restored by one rule for a resume, --eval_only and the export (resnet_nobn/expor
 `model_dir/ckpt/` holds tf.train.CheckpointManager's `ckpt-<step>` files (step 0 included, so a
 run that diverges early can restart from its initialisation) and `losses.json`: for each
 checkpoint, the training loss of the step after it, i.e. computed with the checkpoint's weights.
+Each checkpoint also records the run's settings (`recorded`: what a resume is checked against
+when config.json is gone).
 When a run diverges, the trainer writes `model_dir/diverged.json` (the step and the `retry with:`
 advice). The checkpoint restored (`restore_newest`) is:
 
   * the newest that restores with finite weights, skipping (and naming) any whose files are
-    missing or unreadable or whose weights are not; if `ckpt/` holds checkpoint files but none
-    restores, the run stops (it never silently starts again at step 0);
+    missing or unreadable or whose weights (or, to train on, optimizer state) are not; if
+    `ckpt/` holds checkpoint files but none restores, the run stops (it never silently starts
+    again at step 0);
   * after a divergence, the newest taken *before the blow-up*: its weights are finite (the
     trainer only saves finite weights) and its loss is at most `ln(num_classes)` above the lowest
     loss recorded up to it, so not already on the way up (`exploded`), or else the
@@ -21,6 +24,7 @@ its own (multi-worker checkpointing needs every worker to save), which it delete
 """
 import collections
 import glob
+import json
 import math
 import os
 import shutil
@@ -36,6 +40,7 @@ from resnet_nobn.train import rundir, steps
 
 KEEP = 5  # checkpoints kept: enough to go back past a blow-up
 LOSSES = "losses.json"
+RECORD = "run_config"  # each checkpoint's record of the run's settings (config.json's object)
 
 # --------------------------------------------------------------------------------------------
 # the losses record and the resume order (files only)
@@ -119,6 +124,21 @@ def delete_after(ckpt_dir, step):
     return gone
 
 
+def recorded(model_dir):
+    """(the run's settings as its newest checkpoint records them, a config.json object; where)
+    or None (no checkpoint, or only checkpoints that record none: saved before they did)."""
+    ckpt_dir = os.path.join(model_dir, "ckpt")
+    for step in rundir.steps_on_disk(ckpt_dir):
+        path = os.path.join(ckpt_dir, f"ckpt-{step}")
+        try:
+            reader = tf.train.load_checkpoint(path)
+            return (json.loads(reader.get_tensor(f"{RECORD}/.ATTRIBUTES/VARIABLE_VALUE")),
+                    f"the record of {path}")
+        except (tf.errors.OpError, ValueError):
+            continue
+    return None
+
+
 # --------------------------------------------------------------------------------------------
 # restoring: the one walk over the resume order
 
@@ -145,12 +165,14 @@ class Unusable(Exception):
         self.skipped, self.unreadable, self.steps = skipped, unreadable, steps
 
 
-def restore_newest(saved, variables, model_dir, num_classes, only=None):
+def restore_newest(saved, variables, model_dir, num_classes, only=None, state=()):
     """Restores into `saved` (a tf.train.Checkpoint) the checkpoint of model_dir/ckpt a re-run
-    resumes from: in `resume_order`, the first that restores whole with finite `variables`; or
-    ckpt-`only`, which is restored even if a re-run after a divergence would skip it (`note` says
-    so). Returns Restored, or None when ckpt/ holds no checkpoint (of step `only`); raises
-    Unusable when none restores. Changes nothing on disk."""
+    resumes from: in `resume_order`, the first that restores whole with finite `variables` (the
+    weights) and `state` (the optimizer's, for a run that trains on: the trainer never saves a
+    non-finite one, so one is a damaged file, not a divergence); or ckpt-`only`, which is restored
+    even if a re-run after a divergence would skip it (`note` says so). Returns Restored, or None
+    when ckpt/ holds no checkpoint (of step `only`); raises Unusable when none restores. Changes
+    nothing on disk."""
     ckpt_dir = os.path.join(model_dir, "ckpt")
     order, diverged = resume_order(ckpt_dir, model_dir, num_classes)
     candidates = [(s, why) for s, why in order if only is None or s == only]
@@ -169,9 +191,10 @@ def restore_newest(saved, variables, model_dir, num_classes, only=None):
                 unreadable += 1
                 why = first_line(e, 160)
             else:
-                if not nonfinite(variables):
+                if not nonfinite(variables) and not nonfinite(state):
                     return Restored(step, path, skipped, note, order, diverged)
-                why = "its weights are not finite"
+                why = ("its weights are not finite" if nonfinite(variables) else "its optimizer "
+                       "state is not finite: a damaged file, training never saves one")
         elif on_the_way:
             why = f"taken on the way to the blow-up: {why}"
         skipped.append(f"ckpt-{step} ({why})")
@@ -207,9 +230,12 @@ class Checkpoints:
     def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id):
         self.cfg, self.model, self.optimizer, self.chief = cfg, model, optimizer, chief
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        with tf.device("/cpu:0"):  # the run's settings, saved in each checkpoint (`recorded`)
+            record = tf.Variable(json.dumps(cfg.to_json()), trainable=False)
+        self.saved = tf.train.Checkpoint(model=model, optimizer=optimizer, **{RECORD: record})
         self.directory = os.path.join(cfg.model_dir, "ckpt")
         self.scratch = None if chief else os.path.join(cfg.model_dir, ".scratch", f"worker{task_id}")
-        self.manager = tf.train.CheckpointManager(self.checkpoint, self.scratch or self.directory,
+        self.manager = tf.train.CheckpointManager(self.saved, self.scratch or self.directory,
                                                   max_to_keep=KEEP)
         self.rollbacks = []  # the divergences this run resumed from
         self._unrecorded = None
@@ -225,7 +251,9 @@ class Checkpoints:
         once the run is known to go ahead."""
         try:
             self._restored = restore_newest(self.checkpoint, self.model.variables,
-                                            self.cfg.model_dir, self.cfg.model.num_classes)
+                                            self.cfg.model_dir, self.cfg.model.num_classes,
+                                            state=() if self.cfg.eval_only
+                                            else self.optimizer.variables)
         except Unusable as e:
             if e.steps == [0]:
                 # a kill while the first save ran: nothing was trained yet
@@ -260,7 +288,7 @@ class Checkpoints:
                 self.chief)
         write_checkpoint_state(
             ckpt_dir, [s for s, why in reversed(self._restored.order) if s <= step and why is None])
-        self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=KEEP)
+        self.manager = tf.train.CheckpointManager(self.saved, ckpt_dir, max_to_keep=KEEP)
         self._unrecorded = step  # the first loop trains from its weights: its loss is recorded
 
     def clear_divergence(self):
@@ -279,7 +307,12 @@ class Checkpoints:
         (`record_loss`)."""
         if nonfinite(self.model.variables):
             raise self.diverged("the weights")
-        self.manager.save(checkpoint_number=self.step)
+        try:
+            self.manager.save(checkpoint_number=self.step)
+        except BaseException:  # a full disk: TensorFlow's temporary files of this save go
+            shutil.rmtree(os.path.join(self.manager.directory, f"ckpt-{self.step}_temp"),
+                          ignore_errors=True)
+            raise
         self._unrecorded = self.step
 
     def record_loss(self, loss):

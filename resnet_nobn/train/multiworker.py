@@ -1,9 +1,11 @@
 """A multi-worker run (MultiWorkerMirroredStrategy) that connects, stops and fails in bounded
 time. What the user sees (a UserError: one line, exit status 2):
 
-  * a TF_CONFIG that is not JSON, has no cluster or task, or names a task that is not in the
-    cluster, a task whose port is already in use, and a timeout that is not a number of seconds
-    are said before TensorFlow starts (`parse_tf_config`, `check_port_free`, `timeouts`);
+  * a TF_CONFIG that is not JSON, has no cluster or task, names a task that is not in the cluster
+    (or by an index that is no integer), gives an entry that is not an ASCII host:port or one
+    host:port to two tasks, a task whose port is already in use, and a timeout that is not a
+    number of seconds are said before TensorFlow starts (`parse_tf_config`, `check_port_free`,
+    `timeouts`);
   * the peers never come up: a watchdog process prints why and kills the worker if the strategy
     and a first collective are not ready within RESNET_NOBN_CONNECT_TIMEOUT seconds (environment
     variable, default 180). TensorFlow blocks in C++ holding the GIL and ignores
@@ -13,13 +15,18 @@ time. What the user sees (a UserError: one line, exit status 2):
     stop (`preemption_handler`); the same command on every worker resumes.
   * a peer dies during training: the coordination service's heartbeat notices within
     RESNET_NOBN_HEARTBEAT_TIMEOUT seconds (default 30) and the collectives of the other workers
-    fail; the run stops with the error and can be restarted from the last checkpoint.
+    fail; the run stops with the error (TensorFlow's watcher thread's traceback not shown) and
+    can be restarted from the last checkpoint.
+  * a worker started with other settings than the others (a stale command line): all stop before
+    the first step, naming the flags (`check_same_settings`);
   * the workers restored different steps (a --model_dir not on shared storage): `check_same_step`.
 
 TensorFlow is imported inside the functions that need it: the command line checks TF_CONFIG first.
 """
+import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -67,19 +74,48 @@ def parse_tf_config(text=None):
         raise UserError(f"TF_CONFIG has no 'task' with 'type' and 'index' (which task this process "
                         f"is); {example}")
     task_type, task_id = task["type"], task["index"]
-    if task_type not in cluster:
+    if not isinstance(task_type, str) or task_type not in cluster:
         raise UserError(f"TF_CONFIG task type {task_type!r} is not a job of the cluster "
                         f"({', '.join(cluster)})")
-    if not isinstance(task_id, int) or not 0 <= task_id < len(cluster[task_type]):
-        raise UserError(f"TF_CONFIG task index {task_id!r} is out of range: the cluster has "
-                        f"{len(cluster[task_type])} {task_type} task(s)")
+    count = f"the cluster has {len(cluster[task_type])} {task_type} task(s): give 0 to " \
+            f"{len(cluster[task_type]) - 1}"
+    if isinstance(task_id, str):
+        raise UserError(f"TF_CONFIG task index {task_id!r} is a string; give a number ({count})")
+    if not isinstance(task_id, int) or isinstance(task_id, bool):
+        raise UserError(f"TF_CONFIG task index {task_id!r} is not an integer ({count})")
+    if not 0 <= task_id < len(cluster[task_type]):
+        raise UserError(f"TF_CONFIG task index {task_id!r} is out of range: {count}")
+    seen = {}
+    for job, addresses in cluster.items():
+        for i, a in enumerate(addresses):
+            if a in seen:  # two tasks cannot listen on one port: the second would wait for good
+                raise UserError(f"TF_CONFIG lists {a} twice ({seen[a]} and {job} {i}); give each "
+                                "task a host:port of its own")
+            seen[a] = f"{job} {i}"
     return cluster, task_type, task_id
 
 
+# A host name (RFC 1123 labels), an IPv4 address or an [IPv6] address, in ASCII: what TensorFlow's
+# gRPC server takes.
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+                   r"|\[[0-9A-Fa-f:.]+\]")
+
+
 def _split_address(address, job="?"):
-    host, sep, port = str(address).rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UserError(f"TF_CONFIG cluster[{job!r}] entry {address!r} is not host:port")
+    """(host, port) of a TF_CONFIG entry; UserError naming what is wrong with it."""
+    said = f"TF_CONFIG cluster[{job!r}] entry {address!r}"
+    if not isinstance(address, str):
+        raise UserError(f"{said} is not a \"host:port\" string")
+    if "://" in address or "/" in address:
+        raise UserError(f"{said} is a URL; give host:port only (e.g. 10.0.0.1:12345)")
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port:
+        raise UserError(f"{said} is not host:port (e.g. 10.0.0.1:12345)")
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise UserError(f"{said}: the port {port!r} is not a number 1 to 65535 in ASCII digits")
+    if not _HOST.fullmatch(host):
+        raise UserError(f"{said}: {host!r} is not a host name or IP address (ASCII letters, "
+                        "digits, '-' and '.'; an IPv6 address in [ ])")
     return host.strip("[]"), int(port)
 
 
@@ -211,7 +247,22 @@ def preemption_handler(strategy, save, on_exit, describe):
         termination_config=tf.distribute.experimental.TerminationConfig(
             exit_fn=exit_fn, save_fn=lambda *a, **k: save()))
     shutil.rmtree(scratch, ignore_errors=True)  # nothing is ever saved there (save_fn is ours)
+    _quiet_watcher(tf.errors.OpError)
     return handler
+
+
+def _quiet_watcher(error_class):
+    """The handler's PeerTerminationWatcher thread dies with TensorFlow's traceback when a peer
+    goes away (its error of `error_class`); the trainer says what happened in its own line
+    (`peer_failure_message`), so that thread's error is not printed. Any other is."""
+    import threading
+    printed = threading.excepthook
+
+    def hook(args):
+        if not (isinstance(args.exc_value, error_class) and args.thread is not None
+                and args.thread.name.startswith("PeerTerminationWatcher")):
+            printed(args)
+    threading.excepthook = hook
 
 
 def peer_failure_message(e, step, model_dir):
@@ -227,24 +278,67 @@ PEER_ERRORS = ("UnavailableError", "AbortedError", "CancelledError", "DeadlineEx
                "InternalError", "UnknownError")
 
 
-def check_same_step(strategy, step, model_dir):
-    """UserError unless every worker restored the same step (model_dir must be shared storage)."""
-    if not is_multi_worker(strategy):
-        return
+def _same_on_every_replica(strategy, values):
+    """For each integer of `values` (each below 2**21 in size), whether every replica holds the
+    same, in one exchange: the sums over the replicas of the values and of their squares; they are
+    all equal iff replicas * sum(v^2) == sum(v)^2 (Cauchy-Schwarz), so every worker learns it,
+    not only those whose value differs from the mean (with 3 workers at 3, 6, 9 the one at 6 is
+    the mean)."""
     import tensorflow as tf
+    mine = tf.constant([x for v in values for x in (v, v * v)], tf.int64)
 
     @tf.function
     def moments():
-        mine = strategy.run(lambda: tf.constant([step, step * step], tf.int64))
-        return strategy.reduce("SUM", mine, axis=None)
+        return strategy.reduce("SUM", strategy.run(lambda: mine), axis=None)
 
-    # The sums of the steps and of their squares, the same on every worker: the steps are all
-    # equal iff replicas * sum(s^2) == sum(s)^2 (Cauchy-Schwarz), so every worker stops, not only
-    # those whose step differs from the mean (with 3 workers at 3, 6, 9 the one at 6 is the mean).
     replicas = strategy.num_replicas_in_sync
-    total, squares = (int(v) for v in moments())
-    if replicas * squares != total * total:
-        raise UserError(f"the workers resumed from different steps (this one {step}, mean "
-                        f"{total / replicas:g}): "
-                        f"every worker must see the same --model_dir={model_dir}, on a shared file "
-                        "system (NFS, GCS, ...), to restore the chief's checkpoint")
+    sums = moments().numpy().tolist()
+    return [replicas * q == t * t for t, q in zip(sums[0::2], sums[1::2])]
+
+
+def check_same_step(strategy, step, model_dir):
+    """UserError unless every worker restored the same step (model_dir must be shared storage)."""
+    if not is_multi_worker(strategy) or all(_same_on_every_replica(strategy, [step])):
+        return
+    raise UserError(f"the workers resumed from different steps (this one {step}): every worker "
+                    f"must see the same --model_dir={model_dir}, on a shared file system (NFS, "
+                    "GCS, ...), to restore the chief's checkpoint")
+
+
+# The settings a worker may have of its own: where it finds the run and the data on its machine,
+# and --strategy (auto and multi_worker both mean this strategy when TF_CONFIG is set).
+PER_WORKER = ("model_dir", "data_dir", "strategy")
+_SLOTS = 64  # settings compared: a fixed length, so workers of other versions still exchange
+
+
+def check_same_settings(strategy, settings):
+    """UserError on every worker, before the first step, unless all run with the same settings
+    (`settings`: the run's config.json object; PER_WORKER apart): each setting's fingerprint
+    (two 20-bit hashes of its value, and one of the list of settings) is compared in one
+    exchange, and the line names each flag that differs, with this worker's value."""
+    if not is_multi_worker(strategy):
+        return
+    flat = {**{k: v for k, v in settings.items() if k != "model"}, **settings["model"]}
+    names = sorted(k for k in flat if k not in PER_WORKER)[:_SLOTS - 1]
+
+    def fingerprint(text):
+        digest = hashlib.sha256(text.encode()).digest()
+        return [int.from_bytes(digest[:3], "big") >> 4, int.from_bytes(digest[3:6], "big") >> 4]
+    values = [fingerprint(" ".join(names))] + [fingerprint(json.dumps(flat[k])) for k in names]
+    values += [[0, 0]] * (_SLOTS - len(values))
+    same = _same_on_every_replica(strategy, [v for pair in values for v in pair])
+    if not same[0] or not same[1]:
+        raise UserError("the workers run different versions of this project (their settings "
+                        "differ in name); install the same version on every worker")
+    differ = [k for i, k in enumerate(names, 1) if not (same[2 * i] and same[2 * i + 1])]
+    if "seed" in differ and flat.get("head_seed") == flat["seed"]:  # it follows --seed (config.py)
+        differ = [k for k in differ if k != "head_seed"]
+    if differ:
+        mine = " ".join(f"--{k}={_flag(flat[k])}" for k in differ)
+        raise UserError(f"the workers were started with different "
+                        f"{', '.join('--' + k for k in differ)} (this worker: {mine}); start "
+                        "every worker with the same command, the chief's, only TF_CONFIG differing")
+
+
+def _flag(value):
+    return ",".join(map(str, value)) if isinstance(value, list) else value

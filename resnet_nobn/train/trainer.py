@@ -11,7 +11,6 @@ multiworker.py) run the same loop.
 """
 import math
 import os
-import shutil
 import time
 
 import keras
@@ -21,9 +20,10 @@ import tensorflow as tf
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import hms, log
 from resnet_nobn.data import inputs
-from resnet_nobn.errors import UserError, first_line
+from resnet_nobn.errors import UserError
 from resnet_nobn.model import network as model_lib
-from resnet_nobn.train import checkpoints, cluster, monitor, multiworker, rundir, steps
+from resnet_nobn.train import (checkpoints, cluster, failures, monitor, multiworker, rundir,
+                               steps)
 from resnet_nobn.train.train_log import TrainLog
 
 
@@ -45,6 +45,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, strategy=None):
         self.cfg = cfg
         self.strategy = strategy or cluster.make_strategy(cfg.strategy)
+        multiworker.check_same_settings(self.strategy, cfg.to_json())  # before anything else
         replicas = self.strategy.num_replicas_in_sync
         if cfg.batch_size % replicas:
             raise UserError(f"--batch_size={cfg.batch_size} does not split over {replicas} replicas; "
@@ -57,7 +58,8 @@ class Trainer:
         check_memory(cfg, replicas)
         self.input = inputs.make_input(cfg)
         # the run's config.json (None: a new run) and the changes this resume makes to it
-        self.run_config, self.changes = rundir.check_model_dir(cfg)
+        self.run_config, self.changes = rundir.check_model_dir(
+            cfg, lambda: checkpoints.recorded(cfg.model_dir), self.chief)
         self.model, self.optimizer = steps.build(cfg, self.strategy)
         self.trainable_params = model_lib.count_params(self.model.trainable_variables)
         self.monitor = monitor.Monitor(self.model, self.optimizer, lambda: next(iter(
@@ -302,8 +304,9 @@ def train(cfg: TrainConfig, strategy=None):
     """Runs one configuration end to end; returns the results dict (None on non-chief workers).
 
     The chief holds model_dir's lock for the run. File-system failures (a model_dir that is a
-    file or read-only, a full disk) and memory exhaustion end it with one line (UserError); a new
-    run that runs out of memory leaves no model_dir behind.
+    file, a broken link or read-only, a full disk) and memory exhaustion end it with one line
+    (UserError, resnet_nobn/train/failures.py); a new run that saved nothing but its
+    initialisation leaves no model_dir behind, and one that did keeps it.
     """
     if not cfg.model_dir.strip():
         raise UserError("--model_dir is empty; give the directory of the run")
@@ -311,6 +314,7 @@ def train(cfg: TrainConfig, strategy=None):
         raise UserError(f"--model_dir={cfg.model_dir} contains [, ], * or ?, which TensorFlow reads "
                         "as a glob pattern (its checkpoints could never be restored); use a path "
                         "without them (renaming the directory keeps its run)")
+    failures.check_links(cfg.model_dir)
     if os.path.exists(cfg.model_dir) and not os.path.isdir(cfg.model_dir):
         raise UserError(f"--model_dir={cfg.model_dir} is a file, not a directory; give another path")
     new = not os.path.exists(cfg.model_dir)
@@ -326,26 +330,8 @@ def train(cfg: TrainConfig, strategy=None):
     except rundir.InUse as e:
         raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
                         "its checkpoints); wait for that run or use another --model_dir") from None
-    except (tf.errors.ResourceExhaustedError, MemoryError) as e:
-        if new and trainer is not None and trainer.chief:
-            shutil.rmtree(cfg.model_dir, ignore_errors=True)
-        raise UserError(f"out of memory ({type(e).__name__}): lower --batch_size (now "
-                        f"{cfg.batch_size}) or --widths (now {','.join(map(str, cfg.model.widths))})"
-                        ) from None
-    except OSError as e:
-        raise UserError(f"cannot write the run in --model_dir={cfg.model_dir}: "
-                        f"{e.strerror or e}{f' ({e.filename})' if e.filename else ''}; free space, "
-                        "fix permissions or use another --model_dir") from None
-    except tf.errors.OpError as e:
-        if "No space left" in str(e) or "Read-only file system" in str(e):
-            raise UserError(f"cannot write the run in --model_dir={cfg.model_dir}: "
-                            f"{first_line(e)}") from None
-        damaged = inputs.read_error(e, trainer.input) if trainer is not None else None
-        if damaged is not None:  # a shard of a tfds directory read while training
-            raise damaged from None
-        # a collective failed: a peer worker died or is unreachable
-        if (trainer is None or not multiworker.is_multi_worker(trainer.strategy)
-                or type(e).__name__ not in multiworker.PEER_ERRORS):
+    except (tf.errors.OpError, OSError, MemoryError) as e:
+        said = failures.explain(e, cfg, trainer, new)
+        if said is e:
             raise
-        trainer.checkpoints.remove_scratch()
-        raise UserError(multiworker.peer_failure_message(e, trainer.step, cfg.model_dir)) from None
+        raise said from None

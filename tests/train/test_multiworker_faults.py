@@ -1,0 +1,69 @@
+"""Multi-worker faults: a TF_CONFIG checked whole before TensorFlow starts, and workers started
+with other settings than the chief's, stopped before the first step with one line naming the
+flag (no TensorFlow traceback, nothing recorded)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from resnet_nobn.errors import UserError
+from resnet_nobn.train import multiworker
+from tests.helpers import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "run"))
+import launch_local  # noqa: E402
+
+TINY = ["--use_synthetic_data", "--widths=8,8,16,16", "--stem_width=8", "--blocks_per_stage=1",
+        "--batch_size=8", "--learning_rate=0.01", "--log_every=5", "--eval_every=1000",
+        "--train_steps=4"]
+
+
+def _tf_config(workers, index=0):
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+
+
+@pytest.mark.parametrize("tf_config, said", [
+    (_tf_config(["127.0.0.1:2222", "127.0.0.1:2223"], "0"), "index '0' is a string"),
+    (_tf_config(["127.0.0.1:2222"], True), "index True is not an integer"),
+    (_tf_config(["grpc://127.0.0.1:2222"]), "a URL"),
+    (_tf_config(["http://host:2222/x"]), "a URL"),
+    (_tf_config(["127.0.0.1:２２２２"]), "ASCII digits"),
+    (_tf_config(["hôst:2222"]), "not a host name"),
+    (_tf_config(["127.0.0.1:2222", "127.0.0.1:2222"]), "127.0.0.1:2222 twice"),
+    (json.dumps({"cluster": {"chief": ["a:1"], "worker": ["a:1"]},
+                 "task": {"type": "chief", "index": 0}}), "a:1 twice"),
+    (json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": ["worker"], "index": 0}}),
+     "task type ['worker']"),
+])
+def test_tf_config_is_checked_whole_before_tensorflow(tf_config, said):
+    with pytest.raises(UserError) as e:
+        multiworker.parse_tf_config(tf_config)
+    assert said in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_worker_started_with_another_seed_stops_both_naming_the_flag(tmp_path):
+    model_dir = tmp_path / "run"
+    ports = launch_local.free_ports(2)
+    procs = []
+    for i, extra in enumerate(([], ["--seed=3"])):
+        env = dict(launch_local.worker_env(ports, i), RESNET_NOBN_CONNECT_TIMEOUT="120")
+        procs.append(subprocess.Popen(
+            [sys.executable, "run/imagenet_train.py", *TINY, *extra, f"--model_dir={model_dir}"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=200))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (out, err) in zip(procs, outs):
+        lines = [l for l in err.splitlines() if l.strip() and not l.startswith(("E0000", "W0000"))]
+        assert p.returncode == 2, (out, err)
+        assert len(lines) == 1 and "--seed" in lines[0] and "Traceback" not in err, err
+        assert "step " not in out  # stopped before the first step
+    assert not (model_dir / "results.json").exists() and not (model_dir / "ckpt").exists()

@@ -1,0 +1,89 @@
+"""What a run directory records is what the run trained with: a deleted config.json is made up
+for by the checkpoint's own record, a damaged optimizer state is a damaged checkpoint (not a
+divergence) and a diverged.json that is no divergence record marks nothing diverged."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from resnet_nobn.errors import TrainingDiverged, UserError
+from resnet_nobn.study import launcher, report
+from resnet_nobn.train import rundir, trainer
+from tests.helpers import tiny_config
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished 4-step run with checkpoints at steps 0, 2 and 4."""
+    d = tmp_path_factory.mktemp("finished") / "run"
+    trainer.train(tiny_config(d, train_steps=4, checkpoint_every=2, eval_every=2))
+    return str(d)
+
+
+def _copy(finished, tmp_path):
+    d = str(tmp_path / "run")
+    shutil.copytree(finished, d)
+    return d
+
+
+def test_a_run_without_config_json_resumes_only_with_the_settings_its_checkpoint_records(
+        finished, tmp_path):
+    d = _copy(finished, tmp_path)
+    os.remove(os.path.join(d, "config.json"))
+    before = open(os.path.join(d, "results.json")).read()
+    with pytest.raises(UserError, match=r"batch_size: 8 there, 16 here") as e:
+        trainer.train(tiny_config(d, train_steps=6, checkpoint_every=2, eval_every=2,
+                                  batch_size=16))
+    assert "\n" not in str(e.value)
+    assert open(os.path.join(d, "results.json")).read() == before  # nothing misrecorded
+    # with the run's own settings it resumes, and config.json is written again
+    results = trainer.train(tiny_config(d, train_steps=6, checkpoint_every=2, eval_every=2))
+    assert results["global_step"] == 6 and results["config"]["batch_size"] == 8
+    assert rundir.read_json(os.path.join(d, "config.json"))["batch_size"] == 8
+
+
+def _poison_optimizer_slots(prefix):
+    reader = tf.train.load_checkpoint(prefix)
+    names = sorted(reader.get_variable_to_dtype_map())
+    tensors = [reader.get_tensor(n) for n in names]
+    for i, name in enumerate(names):
+        if name.startswith("optimizer/_variables/") and tensors[i].dtype.kind == "f":
+            tensors[i] = np.full_like(tensors[i], np.nan)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=tensors)
+
+
+def test_nan_in_the_optimizer_state_alone_is_a_damaged_checkpoint_not_a_divergence(
+        finished, tmp_path, capsys):
+    d = _copy(finished, tmp_path)
+    _poison_optimizer_slots(os.path.join(d, "ckpt", "ckpt-4"))
+    try:
+        results = trainer.train(tiny_config(d, train_steps=6, checkpoint_every=2, eval_every=2))
+    except TrainingDiverged as e:
+        pytest.fail(f"reported as a divergence: {e}")
+    out = capsys.readouterr().out
+    assert "skipped ckpt-4 (its optimizer state is not finite" in out, out
+    assert "resumed from" in out and "ckpt-2 at step 2" in out, out
+    assert results["global_step"] == 6
+    assert not os.path.exists(os.path.join(d, rundir.DIVERGED))
+
+
+@pytest.mark.parametrize("garbage", ["garbage{", "[]", '{"retry_with": "--agc=0.16"}',
+                                     '{"step": "x"}'])
+def test_a_diverged_json_that_is_no_record_marks_nothing_diverged(finished, tmp_path, garbage):
+    d = _copy(finished, tmp_path)
+    results = rundir.read_json(os.path.join(d, "results.json"))
+    results["global_step"] = 2  # a partial run: it has not reached train_steps
+    rundir.atomic_write_json(os.path.join(d, "results.json"), results)
+    with open(os.path.join(d, rundir.DIVERGED), "w") as f:
+        f.write(garbage)
+    assert rundir.pending_divergence(d) is None
+    (run,) = report.load_runs(str(tmp_path))
+    assert run["status"] == "partial" and run["diverged"] is None
+    assert "Diverged" not in report.markdown_table(report.summarize([run]))
+    cfg = tiny_config(d, train_steps=4, checkpoint_every=2, eval_every=2)
+    assert launcher.run_state(cfg) == "partial"
+    assert json.loads(json.dumps(rundir.retry_flags(d))) == []
