@@ -46,7 +46,7 @@ _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
 TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
 
 from resnet_nobn import cli
-from resnet_nobn.errors import UserError
+from resnet_nobn.errors import UserError, broken_link, first_line, write_failure
 from resnet_nobn.study import advice
 from resnet_nobn.train.rundir import read_json
 
@@ -99,6 +99,8 @@ def build_study():
     from resnet_nobn.config import HEADS, INITS, NORMS
     if FLAGS["model_dir"].present:
         raise UserError("--model_dir is set per run by the study; use --root")
+    if broken_link(FLAGS.root, "--root"):
+        raise UserError(broken_link(FLAGS.root, "--root"))
     if os.path.exists(FLAGS.root) and not os.path.isdir(FLAGS.root):
         raise UserError(f"--root={FLAGS.root} is a file, not a directory; give another path")
     base = cli.config_from_flags(FLAGS)
@@ -130,31 +132,37 @@ def build_study():
 
 def run():
     configs, base_args = build_study()
-    for cfg in configs:
-        try:
+    varied = [k for k in grid.OPTIONAL if FLAGS[f"vary_{k}"].value]  # named in the run dirs
+    try:
+        for cfg in configs:
             launcher.check_compatible(cfg)
-        except ValueError as e:
-            raise UserError(str(e)) from None
+        launcher.claim_root(FLAGS.root, configs[0], varied)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    except OSError as e:
+        raise UserError(write_failure(e, FLAGS.root, "fix permissions, free space or use another "
+                                      "--root")) from None
     with cli.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
         import tensorflow as tf
         from tensorboard.plugins.hparams import api  # noqa: F401
     tf.get_logger().setLevel("ERROR")
     try:
         hparams.write_hparams_config(FLAGS.root, configs)
-    except OSError as e:
-        raise UserError(f"cannot write the study in --root={FLAGS.root}: {e.strerror or e}; fix "
-                        "permissions or use another --root") from None
-    if FLAGS.print_commands:  # the runs the study would launch now; why the others are not
-        for cfg in configs:
-            why = launcher.skipped(cfg, launcher.run_state(cfg), FLAGS.retry_failed,
-                                FLAGS.follow_retry_advice)
-            if why:
-                print(f"# {cfg.model_dir}: {why}", file=sys.stderr, flush=True)
-            else:
-                hparams.write_run_hparams(cfg)
-                print(shlex.join(grid.command(cfg, ENTRY, base_args) + launcher.launch_flags(
-                    cfg, FLAGS.follow_retry_advice)))
-        return
+        if FLAGS.print_commands:  # the runs the study would launch now; why the others are not
+            for cfg in configs:
+                why = launcher.skipped(cfg, launcher.run_state(cfg), FLAGS.retry_failed,
+                                       FLAGS.follow_retry_advice)
+                if why:
+                    print(f"# {cfg.model_dir}: {why}", file=sys.stderr, flush=True)
+                else:
+                    hparams.write_run_hparams(cfg)
+                    print(shlex.join(grid.command(cfg, ENTRY, base_args) + launcher.launch_flags(
+                        cfg, FLAGS.follow_retry_advice)))
+            return
+    except (OSError, tf.errors.OpError) as e:
+        raise UserError(write_failure(e, FLAGS.root, "fix permissions, free space or use another "
+                                      "--root") or f"cannot write the study in --root={FLAGS.root}: "
+                        f"{first_line(e)}") from None
     print(f"study: {len(configs)} runs under {FLAGS.root}", flush=True)
     states = launcher.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
                              retry_failed=FLAGS.retry_failed,

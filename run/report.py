@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import flags  # noqa: E402
 
 from resnet_nobn import cli  # noqa: E402
-from resnet_nobn.study import report
+from resnet_nobn.errors import UserError, broken_link  # noqa: E402
+from resnet_nobn.study import report  # noqa: E402
 
 flags.DEFINE_string("root", None, "Root directory of the study (run/ablate.py --root).")
 flags.DEFINE_string("out_md", None, "Markdown file for the table (default: ROOT/report.md).")
@@ -28,18 +29,20 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-    if not os.path.isdir(FLAGS.root):
-        print(f"error: --root={FLAGS.root} is not a directory; give the --root of a study "
-              "(run/ablate.py --root)", file=sys.stderr)
-        sys.exit(2)
-    try:
-        text, md, png = report.report(FLAGS.root, FLAGS.out_md, FLAGS.out_png,
-                                      warn=lambda line: print(line, file=sys.stderr, flush=True))
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(text)
-    print(f"written: {md}, {png}")
+    def run():
+        said = broken_link(FLAGS.root, "--root")
+        if said or not os.path.isdir(FLAGS.root):
+            raise UserError(said or f"--root={FLAGS.root} is not a directory; give the --root of a "
+                            "study (run/ablate.py --root)")
+        try:
+            text, md, png = report.report(FLAGS.root, FLAGS.out_md, FLAGS.out_png, warn=lambda line:
+                                          print(line, file=sys.stderr, flush=True))
+        except (FileNotFoundError, ValueError) as e:
+            raise UserError(str(e)) from None
+        print(text)
+        print(f"written: {md}, {png}")
+
+    cli.main_wrapper(run, "interrupted; an earlier report, if any, is as it was")
 
 
 if __name__ == "__main__":

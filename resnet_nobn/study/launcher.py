@@ -14,6 +14,7 @@ Layout under one root (`tensorboard --logdir ROOT` compares the runs: resnet_nob
         train.log                                   the trainer's output
         study_status.json                           running | finished | diverged | failed
                                                     | timeout | interrupted
+    ROOT/study.json                                 the base flags of the studies on ROOT
 
 A run is finished when its results.json has `global_step >= train_steps`; a finished run is
 skipped, an unfinished one (also one whose study was killed) is re-launched and the trainer resumes
@@ -28,6 +29,8 @@ The table and the plot of a study are resnet_nobn/study/report.py's, which needs
 """
 import ctypes
 import ctypes.util
+import fcntl
+import json
 import math
 import os
 import signal
@@ -35,6 +38,7 @@ import subprocess
 import time
 
 from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
+from resnet_nobn.errors import UserError, write_failure
 from resnet_nobn.study import advice
 from resnet_nobn.study.grid import command
 from resnet_nobn.study.hparams import write_run_hparams
@@ -42,6 +46,7 @@ from resnet_nobn.train.rundir import (DIVERGED, atomic_write_json, holder, pendi
                                       read_json, retry_flags)
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
+STUDY = "study.json"  # in the root: the base settings of the studies run on it (`claim_root`)
 
 ENTRY_POINTS = {"cifar10": "run/cifar_train.py", "cifar100": "run/cifar_train.py",
                 "imagenet2012": "run/imagenet_train.py"}
@@ -66,6 +71,39 @@ def check_compatible(cfg):
     if diffs:
         raise ValueError(f"{cfg.model_dir} holds a run with other settings ({'; '.join(diffs)}); "
                          "use another --root for a study with other base flags")
+
+
+# The settings every run directory's name tells apart (grid.run_name), which studies on one root
+# may differ in; the others are the studies' base flags, which must be the same (`claim_root`).
+NAMED = ("dataset", "seed", "norm", "init", "head", "blocks_per_stage", "num_classes", "image_size")
+
+
+def claim_root(root, base, varied=()):
+    """Records in ROOT/study.json the base settings of a study started on `root` (of its
+    TrainConfig `base`: the scientific settings and the model's, but NAMED and the OPTIONAL
+    factors in `varied`, which its runs' directories name), or raises ValueError if the record
+    holds other values: runs of two studies with other base flags would share directories or be
+    grouped as one. ROOT/.study.lock makes the read and the write one step for two studies started
+    together; a study after them adds the settings it records no value for yet."""
+    settings = {k: v for k, v in base.to_json().items() if k in SCIENTIFIC_FIELDS}
+    settings.update(base.to_json()["model"])
+    settings = {k: v for k, v in settings.items() if k not in NAMED + tuple(varied)}
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, STUDY)
+    with open(os.path.join(root, ".study.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        record = (read_json(path) or {}).get("base") or {}
+        other = [f"{k}: {_flag(record[k])} there, {_flag(v)} here" for k, v in
+                 json.loads(json.dumps(settings)).items() if k in record and record[k] != v]
+        if other:
+            raise ValueError(f"--root={root} holds a study with other base flags "
+                             f"({'; '.join(other)}; {path}); use another --root, or these flags")
+        if set(settings) - set(record):
+            atomic_write_json(path, {"base": {**settings, **record}})
+
+
+def _flag(value):
+    return ",".join(map(str, value)) if isinstance(value, list) else value
 
 
 def _results(cfg):
@@ -125,7 +163,8 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
     flags, a crash, a timeout) is skipped unless `retry_failed`; a diverged one is skipped unless
     `follow_advice`, and then continued once with the flags of its `retry with:` line (a run that
     diverges again with them stays diverged). `timeout` (seconds) bounds each launch. The caller
-    checks `check_compatible` for every configuration first, before writing anything.
+    checks `check_compatible` for every configuration first, before writing anything. A write of
+    the study that fails (its root full or read-only) ends it with one line (UserError).
     """
     states = {}
     for i, cfg in enumerate(configs):
@@ -137,8 +176,15 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
             if why:
                 log(f"{tag}: {why}")
             else:
-                state = _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log,
-                                python)
+                try:
+                    state = _launch(cfg, tag, entry, base_args, timeout, state, follow_advice,
+                                    log, python)
+                except Exception as e:  # noqa: BLE001 -- a write that failed is said, else raised
+                    said = write_failure(e, cfg.model_dir, "free space there or give another "
+                                         "--root; the runs finished so far are kept")
+                    if said is None:
+                        raise
+                    raise UserError(said) from None
                 if state == "diverged" and follow_advice and not followed:
                     continue
             break

@@ -14,11 +14,13 @@ import numpy as np
 from resnet_nobn import recipes
 from resnet_nobn.config import RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, differences
 from resnet_nobn.console import hms
+from resnet_nobn.errors import UserError, disk_full
 from resnet_nobn.study import advice
 from resnet_nobn.study.curves import figure_formats, plot_curves
 from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
-from resnet_nobn.train.rundir import atomic_write_text, holder, pending_divergence, read_json
+from resnet_nobn.train.rundir import (atomic_file, atomic_write_text, holder, not_its_own,
+                                      pending_divergence, read_json)
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,
 # and where a run ran, for how long and its bookkeeping (what a resume may change).
@@ -40,8 +42,9 @@ def load_runs(root, warn=None):
     """Every run under root: its results.json (if any) with 'run_dir' and 'status' added.
 
     A results.json that is not a run's (another schema, a string where a number belongs) marks
-    its run "unreadable results.json"; a directory whose configuration is not a run's (an
-    unrelated config.json) is skipped. Each is said in one line to `warn`, if given.
+    its run "unreadable results.json", one that is another run's (rundir.not_its_own) "another
+    run's results.json", and neither is counted; a directory whose configuration is not a run's
+    (an unrelated config.json) is skipped. Each is said in one line to `warn`, if given.
     """
     runs = []
     warn = warn or (lambda msg: None)
@@ -52,12 +55,14 @@ def load_runs(root, warn=None):
             continue
         path = os.path.join(dirpath, "results.json")
         raw = read_json(path)
+        own = read_json(os.path.join(dirpath, "config.json"))
         problem = results_problem(raw) if raw is not None else (
             "unreadable or not a JSON object" if os.path.exists(path) else None)
-        results = None if problem else raw
+        foreign = None if raw is None or problem else not_its_own(dirpath, raw, own, root)
+        results = None if problem or foreign else raw
         status = read_json(os.path.join(dirpath, STATUS)) or {}
-        candidates = [(raw or {}).get("config"), read_json(os.path.join(dirpath, "config.json"))]
-        if problem:  # the run's own config.json before what a malformed results.json says
+        candidates = [(raw or {}).get("config"), own]
+        if problem or foreign:  # the run's own config.json before what its results.json says
             candidates.reverse()
         config = next((c for c in candidates if is_run_config(c)), None)
         if config is None:
@@ -67,8 +72,9 @@ def load_runs(root, warn=None):
             if why:
                 warn(f"warning: {dirpath}: not a run of this project ({why}); skipped")
             continue
-        if problem:
-            warn(f"warning: {path}: {problem}; the run is listed as unreadable")
+        if problem or foreign:
+            warn(f"warning: {path}: {problem or foreign}; the run is listed as "
+                 f"{'unreadable' if problem else 'not counted'}")
         run = dict(results or {"history": [], "global_step": 0})
         # a run continued with its retry advice: grouped as started, marked with what it followed
         run.update(run_dir=dirpath, config=advice.as_started(config, results),
@@ -87,8 +93,8 @@ def load_runs(root, warn=None):
             if run["status"] in ("finished", "running"):  # stale status file
                 run["status"] = "partial"
         run["last_lines"] = status.get("last_lines", [])
-        if problem:
-            run["status"] = "unreadable results.json"
+        if problem or foreign:
+            run["status"] = "unreadable results.json" if problem else "another run's results.json"
         runs.append(run)
     return runs
 
@@ -307,7 +313,8 @@ def report(root, md_path=None, png_path=None, warn=None):
     """Reads ROOT, writes the Markdown table and the PNG; returns (table text, .md path, .png path).
 
     ValueError (nothing written) if `png_path` has an extension matplotlib cannot write; `warn`
-    gets one line per results.json or configuration that is not a run's (load_runs).
+    gets one line per results.json or configuration that is not a run's (load_runs). UserError if
+    they cannot be written (a full disk: the disk named); an earlier report is then as it was.
     """
     png_path = png_path or os.path.join(root, "report.png")
     ext = os.path.splitext(png_path)[1].lstrip(".").lower()
@@ -321,9 +328,16 @@ def report(root, md_path=None, png_path=None, warn=None):
     rows = summarize(runs)
     text = markdown_table(rows)
     md_path = md_path or os.path.join(root, "report.md")
-    os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
     png_link = os.path.relpath(png_path, os.path.dirname(os.path.abspath(md_path)))
-    atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n"
-                      f"![test error against steps]({png_link})\n")
-    plot_curves(rows, png_path)
+    try:  # both replaced whole, or neither: the table is renamed into place, then the figure
+        os.makedirs(os.path.dirname(os.path.abspath(md_path)), exist_ok=True)
+        with atomic_file(png_path) as png:
+            plot_curves(rows, png)
+            atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n"
+                              f"![test error against steps]({png_link})\n")
+    except OSError as e:
+        fix = "free space there, or give --out_md and --out_png on another disk"
+        raise UserError(disk_full(e, md_path, fix) or f"cannot write the report: {e.strerror} "
+                        f"({e.filename}); fix permissions or give --out_md and --out_png "
+                        "elsewhere (the earlier report, if any, is as it was)") from None
     return text, md_path, png_path
