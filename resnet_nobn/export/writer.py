@@ -25,7 +25,7 @@ import shutil
 import tempfile
 
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.errors import UserError, first_line
+from resnet_nobn.errors import UserError, broken_link, disk_full, first_line
 from resnet_nobn.export.files import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
 from resnet_nobn.export.model_card import model_card
 from resnet_nobn.export.serving import CIFAR, serving_archive
@@ -54,6 +54,9 @@ def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
     trained run, a --checkpoint it does not hold, or an export_dir that cannot be written."""
     if not (model_dir or "").strip():
         raise UserError("--model_dir is empty; give the directory of a training run")
+    for path, flag in ((model_dir, "--model_dir"), (export_dir, "--export_dir")):
+        if (path or "").strip() and broken_link(path, flag):
+            raise UserError(broken_link(path, flag))
     if not os.path.isdir(model_dir):
         what = "is a file" if os.path.exists(model_dir) else "does not exist"
         raise UserError(f"--model_dir={model_dir} {what}; give the directory of a training run")
@@ -130,9 +133,20 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     """(model, step, skipped, note): the Keras model of `cfg` with the weights of the newest
     checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
     ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
-    re-run would not resume from an explicitly chosen one (or is None)."""
+    re-run would not resume from an explicitly chosen one (or is None). The initialisation
+    (ckpt-0: nothing trained, e.g. of a run that diverged in its first loop) only when asked for
+    with `checkpoint=0`: else UserError."""
     from resnet_nobn.train import checkpoints
-    return checkpoints.restore_model(cfg, model_dir, checkpoint)
+    model, step, skipped, note = checkpoints.restore_model(cfg, model_dir, checkpoint)
+    if step == 0 and checkpoint is None:
+        diverged = rundir.pending_divergence(model_dir)
+        why = (f"the run diverged at step {diverged.get('step')} before any later checkpoint: "
+               f"continue it with its advice (retry with: {diverged.get('retry_with')})"
+               if diverged else "the run has not saved a later one: train it on")
+        raise UserError(f"the only checkpoint of {model_dir} to export is ckpt-0, the network's "
+                        f"initialisation, with nothing trained ({why}); give --checkpoint=0 to "
+                        "export the initial weights all the same")
+    return model, step, skipped, note
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,8 +259,9 @@ def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
     except (OSError, tf.errors.OpError) as e:
         text = (f"{e.strerror}{f' ({e.filename})' if e.filename else ''}"
                 if isinstance(e, OSError) and e.strerror else first_line(e))
-        raise UserError(f"cannot write --export_dir={export_dir}: {text}; fix permissions, free "
-                        "space or give another directory") from None
+        full = disk_full(e, export_dir, "free space there or give another --export_dir")
+        raise UserError(f"cannot write --export_dir={export_dir}: " + (full or (
+            f"{text}; fix permissions, free space or give another directory"))) from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
