@@ -12,16 +12,24 @@ is the relative excess risk ``(f − C_opt)/(f(0-map) − C_opt) = ‖EΣ^{1/2}�
 (1 = the all-zero map, 0 = optimum).  The step size is ``--lr / ℓ`` for both parameterizations.
 
 Writes TensorBoard summaries under ``DIR/{residual,standard}/depth_XXX`` (scalar
-``relative_excess_risk``), the figure ``DIR/linear_gd.png`` and ``DIR/linear_gd.json``.
+``relative_excess_risk``), the figure ``DIR/linear_gd.png`` and ``DIR/linear_gd.json`` (the two
+replaced together, whole or not at all). As the run/ entry points do, a bad flag, an ``--out``
+that cannot be written and a ``--dim`` whose matrices cannot fit in memory are one line and exit
+status 2 before any work, and Ctrl-C is one line and exit status 130.
 """
 import argparse
 import json
 import math
 import os
+import signal
 import sys
+import tempfile
 import time
 
 import numpy as np
+
+from resnet_nobn.errors import broken_link, first_line, write_failure
+from resnet_nobn.train.rundir import atomic_file
 
 
 def make_problem(d, gamma, max_angle, seed):
@@ -140,9 +148,18 @@ def plot(results, depths, path, target):
     plt.close(fig)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m theory.section2.experiment", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+class _Refused(Exception):
+    """Bad input: said in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's usage text and exit: one line instead
+        raise _Refused(f"{message} (--help lists every flag)")
+
+
+def _parser():
+    p = _Parser(prog="python -m theory.section2.experiment", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=os.path.expanduser, help="output directory (TensorBoard runs, PNG, JSON)")
     p.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128],
                    help="depths l to train (default: 1 2 4 ... 128)")
@@ -162,13 +179,72 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help="seed of R and of the initialisations")
     p.add_argument("--quick", action="store_true",
                    help="small run: depths 1 4 16 64, 300 steps (overrides --depths/--steps)")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.depths, args.steps = [1, 4, 16, 64], 300
+    return p
 
+
+# The float64 matrices a run holds at once, per d x d matrix of each layer: the slices, their
+# initial values and gradient, and the products the unrolled forward pass keeps for the backward.
+MATRICES_PER_LAYER = 6
+
+
+def check_args(args):
+    """_Refused for a value the experiment cannot run with, before anything is written: bounds,
+    and a --dim (with the deepest --depths) whose matrices cannot fit in this machine's memory."""
+    import psutil
+    for name, ok in (("steps", args.steps >= 1), ("log-every", args.log_every >= 1),
+                     ("depths", min(args.depths) >= 1), ("dim", args.dim >= 2),
+                     ("lr", math.isfinite(args.lr) and args.lr > 0),
+                     ("target", math.isfinite(args.target) and args.target > 0),
+                     ("init-scale", math.isfinite(args.init_scale) and args.init_scale >= 0),
+                     ("gamma", math.isfinite(args.gamma)), ("max-angle", math.isfinite(args.max_angle))):
+        if not ok:
+            value = getattr(args, name.replace("-", "_"))
+            raise _Refused(f"--{name}={' '.join(map(str, value)) if isinstance(value, list) else value}"
+                           " is out of range: steps, log-every and depths at least 1, dim at least "
+                           "2, lr and target positive, every number finite")
+    need = 8 * args.dim ** 2 * (MATRICES_PER_LAYER * max(args.depths) + 10)
+    total = psutil.virtual_memory().total
+    if need > total:
+        raise _Refused(f"--dim={args.dim} at depth {max(args.depths)} needs at least "
+                       f"{need / 2**30:,.1f} GiB of float64 matrices and this machine has "
+                       f"{total / 2**30:.1f} GiB; lower --dim or --depths")
+
+
+def _writable(out):
+    """Creates --out; _Refused naming the path if it cannot be written (tried, before the work)."""
+    try:
+        if broken_link(out, "--out"):
+            raise _Refused(broken_link(out, "--out"))
+        os.makedirs(out, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=out))
+    except OSError as e:
+        raise _Refused(write_failure(e, out, "give another --out")) from None
+
+
+def main(argv=None):
+    # Ctrl-C is a KeyboardInterrupt even when started with SIGINT ignored (a background job)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    args = None
+    try:
+        args = _parser().parse_args(argv)
+        if args.quick:
+            args.depths, args.steps = [1, 4, 16, 64], 300
+        check_args(args)
+        _writable(args.out)
+        return experiment(args)
+    except _Refused as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted" + (f"; {args.out} holds the TensorBoard runs of the depths finished "
+                               "so far" if args else ""), file=sys.stderr, flush=True)
+        return 130
+
+
+def experiment(args):
+    """Trains both parameterizations at every depth; writes the runs, the figure and the JSON."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-    os.makedirs(args.out, exist_ok=True)
+    from theory.quiet import tf
     R, Sigma = make_problem(args.dim, args.gamma, args.max_angle, args.seed)
     results = {"residual": {}, "standard": {}}
     norms = {"residual": {}, "standard": {}}
@@ -178,32 +254,42 @@ def main(argv=None):
     print("final relative excess risk of both; move = max_j |A_j - A_j(0)| of the residual run, and "
           "l*move (Theorem 2.1: an optimum O(1/l) from the identity exists)", flush=True)
     print(f"{'depth':>6} {'residual':>12} {'standard':>12} {'move':>12} {'l*move':>8}", flush=True)
-    for depth in args.depths:
-        row = []
-        for kind in ("residual", "standard"):
-            writer = tf.summary.create_file_writer(os.path.join(args.out, kind, f"depth_{depth:03d}"))
-            xs, ys, nmax = run(depth, kind == "residual", R, Sigma, args.steps, args.lr,
-                               args.init_scale, args.log_every, args.seed + depth, writer)
-            writer.close()
-            results[kind][str(depth)] = (xs, ys)
-            norms[kind][str(depth)] = nmax
-            row.append(ys[-1])
-        print(f"{depth:>6} {row[0]:>12.3e} {row[1]:>12.3e} {norms['residual'][str(depth)]:>12.4f} "
-              f"{depth * norms['residual'][str(depth)]:>8.3f}   ({time.time() - t0:.0f}s)", flush=True)
-    plot(results, args.depths, os.path.join(args.out, "linear_gd.png"), args.target)
-    summary = {
-        "args": vars(args),
-        "final": {k: {dp: v[1][-1] for dp, v in results[k].items()} for k in results},
-        "reached": {k: {dp: bool(v[1][-1] <= args.target) for dp, v in results[k].items()}
-                    for k in results},
-        "residual_max_move": norms["residual"],
-        "standard_max_move": norms["standard"],
-        "curves": results,
-    }
-    with open(os.path.join(args.out, "linear_gd.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    print(f"wrote {os.path.join(args.out, 'linear_gd.png')} and TensorBoard runs under {args.out} "
-          f"({time.time() - t0:.0f}s)", flush=True)
+    png, js = os.path.join(args.out, "linear_gd.png"), os.path.join(args.out, "linear_gd.json")
+    try:
+        for depth in args.depths:
+            row = []
+            for kind in ("residual", "standard"):
+                writer = tf.summary.create_file_writer(
+                    os.path.join(args.out, kind, f"depth_{depth:03d}"))
+                xs, ys, nmax = run(depth, kind == "residual", R, Sigma, args.steps, args.lr,
+                                   args.init_scale, args.log_every, args.seed + depth, writer)
+                writer.close()
+                results[kind][str(depth)] = (xs, ys)
+                norms[kind][str(depth)] = nmax
+                row.append(ys[-1])
+            print(f"{depth:>6} {row[0]:>12.3e} {row[1]:>12.3e} {norms['residual'][str(depth)]:>12.4f} "
+                  f"{depth * norms['residual'][str(depth)]:>8.3f}   ({time.time() - t0:.0f}s)",
+                  flush=True)
+        summary = {
+            "args": vars(args),
+            "final": {k: {dp: v[1][-1] for dp, v in results[k].items()} for k in results},
+            "reached": {k: {dp: bool(v[1][-1] <= args.target) for dp, v in results[k].items()}
+                        for k in results},
+            "residual_max_move": norms["residual"],
+            "standard_max_move": norms["standard"],
+            "curves": results,
+        }
+        # the figure and the JSON replaced together, whole, or not at all
+        with atomic_file(png) as png_tmp, atomic_file(js) as js_tmp:
+            plot(results, args.depths, png_tmp, args.target)
+            with open(js_tmp, "w") as f:
+                json.dump(summary, f, indent=1)
+    except (OSError, tf.errors.OpError) as e:
+        said = write_failure(e, args.out, "free space there or give another --out")
+        print(f"error: {said or first_line(e)}", file=sys.stderr, flush=True)
+        return 2
+    print(f"wrote {png} and TensorBoard runs under {args.out} ({time.time() - t0:.0f}s)",
+          flush=True)
     return 0
 
 
