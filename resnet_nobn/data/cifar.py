@@ -52,9 +52,11 @@ def tfds_builder(name, data_dir):
         builder = tfds.builder(name, data_dir=data_dir)
         builder.is_prepared()
     except Exception as e:  # noqa: BLE001 -- a damaged dataset_info.json and the like
+        if data_dir is not None:
+            tfds_dir.check_readable(name, data_dir)  # the damaged file and a fix that works
         raise UserError(f"the {name} files in --data_dir={data_dir} are damaged ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:120] if str(e) else ''}); prepare it again with "
-                        f"`{prepare_data_command(name)}`") from None
+                        f"{str(e).splitlines()[0][:120] if str(e) else ''}); delete them and "
+                        f"prepare it again with `{prepare_data_command(name, data_dir)}`") from None
     return builder
 
 
@@ -120,8 +122,7 @@ def load_split(builder, split, info: DatasetInfo = None):
     images, labels = np.concatenate(images), np.concatenate(labels).astype(np.int32)
     if info is not None:
         files = os.path.join(str(builder.data_dir), f"{builder.name}-{split}.tfrecord-*")
-        again = ("prepare the data again: "
-                 + prepare_data_command(info.name, tfds_dir.data_dir_root(builder)))
+        again = tfds_dir.prepare_again(builder, info.name)
         if images.shape[1:] != (info.image_size, info.image_size, 3):
             raise UserError(f"{files} holds {'x'.join(map(str, images.shape[1:]))} images, "
                             f"{info.name} has {info.image_size}x{info.image_size}x3; {again}")

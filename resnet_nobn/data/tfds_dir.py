@@ -26,7 +26,9 @@ def data_dir_root(builder):
     return os.path.dirname(os.path.dirname(os.path.normpath(str(builder.data_dir))))
 
 
-def _again(builder, name):
+def prepare_again(builder, name):
+    """The fix of a damaged prepared directory, in words that work when followed: it is deleted
+    first, since run/prepare_data.py leaves a directory that is already prepared as it is."""
     return (f"delete {builder.data_dir} and prepare the data again: "
             f"{prepare_data_command(name, data_dir_root(builder))}")
 
@@ -85,24 +87,25 @@ def check_prepared(builder, name, image_shape, num_classes, splits):
         classes = features["label"].num_classes
     except Exception as e:  # noqa: BLE001 -- a hand-edited features.json and the like
         raise UserError(f"the {name} files in {where} are damaged ({type(e).__name__}: "
-                        f"{(str(e).splitlines() or [''])[0][:120]}); {_again(builder, name)}") from None
+                        f"{(str(e).splitlines() or [''])[0][:120]}); "
+                        f"{prepare_again(builder, name)}") from None
     want = tuple(image_shape)
     if len(shape) != len(want) or any(w is not None and s != w for s, w in zip(shape, want)):
         show = "x".join("?" if d is None else str(d) for d in shape)
         need = "x".join("any" if d is None else str(d) for d in want)
         raise UserError(f"{where} holds {show} images, {name} has {need}: it is not {name}; "
-                        f"{_again(builder, name)}")
+                        f"{prepare_again(builder, name)}")
     if classes != num_classes:
         raise UserError(f"{where} holds {classes} classes, {name} has {num_classes}: it is not "
-                        f"{name}; {_again(builder, name)}")
+                        f"{name}; {prepare_again(builder, name)}")
     for split in splits if on_disk else ():
         if split not in info.splits:
-            raise UserError(f"{where} has no {split} split; {_again(builder, name)}")
+            raise UserError(f"{where} has no {split} split; {prepare_again(builder, name)}")
         s = info.splits[split]
         files = [os.path.join(where, f) for f in s.filenames]
         for f in files:
             if not os.path.isfile(f):
-                raise UserError(f"{f} is missing; {_again(builder, name)}")
+                raise UserError(f"{f} is missing; {prepare_again(builder, name)}")
         recorded = int(getattr(s, "num_bytes", 0) or 0)
         size, expected = sum(map(os.path.getsize, files)), recorded + 16 * s.num_examples
         if recorded and size != expected:
@@ -112,7 +115,7 @@ def check_prepared(builder, name, image_shape, num_classes, splits):
                     raise UserError(
                         f"{f} is {'truncated' if size < expected else 'damaged'} (it "
                         + ("ends inside a record" if got is None else f"holds {got:,} records")
-                        + f", dataset_info.json records {n:,}); {_again(builder, name)}")
+                        + f", dataset_info.json records {n:,}); {prepare_again(builder, name)}")
 
 
 def read_error(error, builder, name, split=None):
@@ -147,4 +150,4 @@ def read_error(error, builder, name, split=None):
             "holds records that do not decode as this dataset's images"
     else:
         return None
-    return UserError(f"{what} {why}; {_again(builder, name)}")
+    return UserError(f"{what} {why}; {prepare_again(builder, name)}")

@@ -48,6 +48,13 @@ def prepared(tmp_path_factory):
     features = os.path.join(dirs["labels"], "cifar10", "3.0.2", "features.json")
     text = open(features).read()
     open(features, "w").write(text.replace('"numClasses": "100"', '"numClasses": "10"'))
+    # the same in the test split only: read once the training split has passed
+    dirs["test labels"] = str(root / "test_labels")
+    write_arrays(dirs["test labels"], {"train": _arrays(rng, 16),
+                                       "test": _arrays(rng, 8, classes=100)}, num_classes=100)
+    features = os.path.join(dirs["test labels"], "cifar10", "3.0.2", "features.json")
+    text = open(features).read()
+    open(features, "w").write(text.replace('"numClasses": "100"', '"numClasses": "10"'))
     return dirs
 
 
@@ -58,6 +65,7 @@ def prepared(tmp_path_factory):
     ("28x28x1", "holds 28x28x1 images, cifar10 has 32x32x3"),
     ("100 classes", "holds 100 classes, cifar10 has 10"),
     ("labels", "holds label"),
+    ("test labels", "cifar10-test.tfrecord-* holds label"),
 ])
 def test_damaged_tfds_directory_is_one_line_and_writes_nothing(prepared, tmp_path, damage, said):
     model_dir = tmp_path / "run"
@@ -68,6 +76,8 @@ def test_damaged_tfds_directory_is_one_line_and_writes_nothing(prepared, tmp_pat
     msg = str(e.value)
     assert said in msg and "\n" not in msg, msg
     assert FIX + prepared[damage] in msg, msg
+    # the fix works as printed: prepare_data.py re-prepares only a directory that is gone
+    assert f"delete {os.path.join(prepared[damage], 'cifar10', '3.0.2')} and " in msg, msg
     assert not model_dir.exists()  # nothing half-made
 
 
