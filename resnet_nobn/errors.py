@@ -63,8 +63,9 @@ def disk_full(e, path, fix):
         reason, where = next((r for r in DISK_FULL.values() if r in str(e)), None), _named(e, path)
     if reason is None:
         return None
-    where = re.sub(r"_temp/[^/]*$", "", os.fspath(where))  # ckpt-4_temp/part-...: ckpt-4
-    mount = os.path.abspath(where)
+    # TensorFlow's temporary files: ckpt-4_temp/part-... is ckpt-4, saved_model.pb.tmp<hex> the .pb
+    where = re.sub(r"(_temp/[^/]*|\.tmp[0-9a-f]{16,})$", "", os.fspath(where))
+    mount = os.path.realpath(where)  # the disk it is on, through any symbolic link
     while not (os.path.ismount(mount) and os.path.isdir(mount)):
         mount = os.path.dirname(mount)
     free = shutil.disk_usage(mount).free

@@ -260,6 +260,8 @@ def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
         text = (f"{e.strerror}{f' ({e.filename})' if e.filename else ''}"
                 if isinstance(e, OSError) and e.strerror else first_line(e))
         full = disk_full(e, export_dir, "free space there or give another --export_dir")
+        if full and tmp:  # the file as the export will be named, not its temporary directory
+            full = full.replace(tmp, export_dir)
         raise UserError(f"cannot write --export_dir={export_dir}: " + (full or (
             f"{text}; fix permissions, free space or give another directory"))) from None
     finally:

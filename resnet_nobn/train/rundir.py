@@ -50,9 +50,13 @@ def locked(model_dir):
         except OSError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
             raise InUse(holder) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since "
-                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since "
+                          f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        except OSError as e:  # a full disk: the error names the file
+            e.filename = os.path.join(model_dir, LOCK)
+            raise
         yield
     finally:
         os.close(fd)  # releases the flock
@@ -256,16 +260,17 @@ def not_its_own(model_dir, results, config, root=None):
     """Why the results.json object `results` found in `model_dir` is another run's, or None: the
     seed it records is not that of the run's config.json (`config`, may be None) or of its study
     directory (seed-<k>): copied from a sibling seed's directory; or the directory it records is
-    another run's, under `root` if given: a copy of a whole run directory beside it (a copy kept
-    elsewhere, such as an archive, is the only one a report of `root` sees)."""
+    another run's, of another name or under `root`: a copy of a whole run directory beside it (a
+    copy of the same name elsewhere, such as an archive or a moved study, is the run's own)."""
     recorded = results.get("config") if isinstance(results.get("config"), dict) else {}
     seed, there = recorded.get("seed", results.get("seed")), recorded.get("model_dir")
     named = re.fullmatch(r"seed-(\d+)", os.path.basename(os.path.normpath(model_dir)))
     own = (config or {}).get("seed", int(named.group(1)) if named else None)
     other = (isinstance(there, str) and os.path.exists(os.path.join(there, "config.json"))
              and os.path.realpath(there) != os.path.realpath(model_dir)
-             and (root is None or os.path.realpath(there).startswith(
-                 os.path.realpath(root).rstrip(os.sep) + os.sep)))
+             and (os.path.basename(os.path.normpath(there)) != os.path.basename(
+                 os.path.normpath(model_dir)) or (root is not None and os.path.realpath(
+                     there).startswith(os.path.realpath(root).rstrip(os.sep) + os.sep))))
     if (seed is None or own is None or seed == own) and not other:
         return None
     return (f"it records seed {seed} and --model_dir={there}, not this run's (seed {own}, "
