@@ -36,6 +36,9 @@ def explain(e, cfg: TrainConfig, trainer, new):
     is wanted). `trainer`: the run's Trainer (None if it was not made); `new`: whether model_dir
     did not exist before this run."""
     refused = unwritable(e, cfg.model_dir)
+    if refused and not isinstance(e, OSError) and not os.path.abspath(refused[0]).startswith(
+            os.path.abspath(cfg.model_dir)):
+        refused = None  # TensorFlow refused another file (one of the data): not a write of the run
     memory = isinstance(e, (tf.errors.ResourceExhaustedError, MemoryError))
     disk = disk_full(e, cfg.model_dir, "free space there or give another --model_dir")
     if disk or memory or refused:
