@@ -29,7 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from resnet_nobn.study.advice import advised_flags, flag_value  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
-from resnet_nobn.train.rundir import pending_divergence, read_json, retry_flags  # noqa: E402
+from resnet_nobn.train.rundir import (atomic_file, pending_divergence, read_json,  # noqa: E402
+                                      retry_flags)
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]
@@ -247,7 +248,8 @@ def figure(args, path, blocks=9):
     fig.suptitle(f"Fashion-MNIST as CIFAR-10, {blocks} blocks per stage, widths {args.widths}, "
                  f"batch {args.batch_size}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_file(path) as tmp:  # the earlier figure stays whole if this one fails
+        fig.savefig(tmp, dpi=100)
     print(f"written: {path}")
 
 
@@ -294,7 +296,8 @@ def figure_long(args, path):
                  + (", rate /10 at 50% and 83%" if args.schedule else ", constant rate"),
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_file(path) as tmp:  # the earlier figure stays whole if this one fails
+        fig.savefig(tmp, dpi=100)
     print(f"written: {path}")
 
 
