@@ -4,12 +4,11 @@ TrainConfig and ModelConfig, its default from a recipe (resnet_nobn/recipes.py).
 `define_flags(recipe)` makes the flags from the dataclass fields (help, unit, bounds and choices
 are the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing);
 `config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are
-all the others. Nothing else reads FLAGS. `main` does all of this before TensorFlow is imported,
-so a bad flag is said at once (one line, exit status 2). `start(main)` is how every absl entry
-point under run/ starts: `parse_flags` says absl's own errors (a flag that does not parse, a
+all the others. Nothing else reads FLAGS. The training main (resnet_nobn/train/main.py) does all
+of this before TensorFlow is imported, so a bad flag is said at once (one line, exit status 2).
+`start(main)` is how every absl entry point under run/ starts: `parse_flags` says absl's own errors (a flag that does not parse, a
 missing required flag, a flagfile that cannot be read) and a `UsageError` in one line too.
 """
-import contextlib
 import dataclasses
 import os
 import re
@@ -22,7 +21,6 @@ from absl import flags
 from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig, options, resolve_init
 from resnet_nobn.errors import UserError
 from resnet_nobn.recipes import datasets_of
-from resnet_nobn.train import cluster, multiworker
 
 _RECIPE = []  # the recipe define_flags was given: config_from_flags starts from it
 
@@ -102,11 +100,6 @@ def config_from_flags(FLAGS) -> TrainConfig:
         raise UserError(str(e)) from None
 
 
-def run():
-    """Runs the entry point whose flags define_flags made (absl parses them, then `main`)."""
-    start(main)
-
-
 def start(entry_main, takes_arguments=False):
     """absl's `app.run(entry_main)` for every entry point under run/, with `parse_flags` as its
     flag parser (arguments that are not flags refused unless `takes_arguments`) and an
@@ -157,43 +150,6 @@ def parse_flags(argv, takes_arguments=False):
     if len(rest) > 1 and not takes_arguments:
         _refuse(f"unexpected arguments: {' '.join(rest[1:])}")
     return rest
-
-
-def main(argv):
-    """absl main of run/*.py: the flags were parsed; here they become a config, once, and are
-    checked, before TensorFlow is loaded; then one training run."""
-    from absl import logging
-    logging.set_verbosity(logging.ERROR)  # absl warnings of tfds and TensorFlow: errors are ours
-
-    def configure_and_train():
-        cfg = config_from_flags(flags.FLAGS)
-        multiworker.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
-        if cluster.wants_multi_worker(cfg.strategy):
-            multiworker.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
-        with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
-            import tensorflow as tf
-            from resnet_nobn.train import trainer
-            cluster.probe_devices()
-        tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
-        trainer.train(cfg)
-
-    main_wrapper(configure_and_train)
-
-
-@contextlib.contextmanager
-def quiet_stderr():
-    """Sends file descriptor 2 to /dev/null inside the block (C++ start-up logging that
-    TF_CPP_MIN_LOG_LEVEL does not silence); an exception raised inside restores it first."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def main_wrapper(run, interrupted="interrupted; re-run the same command to resume from the last "

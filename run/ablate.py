@@ -45,7 +45,7 @@ _spec = importlib.util.spec_from_file_location("_study_entry_point", ENTRY)
 _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
 TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
 
-from resnet_nobn import cli
+from resnet_nobn import cli, console
 from resnet_nobn.errors import UserError
 from resnet_nobn.study import advice
 from resnet_nobn.train.rundir import read_json
@@ -135,7 +135,7 @@ def run():
             launcher.check_compatible(cfg)
         except ValueError as e:
             raise UserError(str(e)) from None
-    with cli.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
+    with console.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
         import tensorflow as tf
         from tensorboard.plugins.hparams import api  # noqa: F401
     tf.get_logger().setLevel("ERROR")

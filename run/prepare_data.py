@@ -21,7 +21,7 @@ import sys
 
 from absl import flags
 
-from resnet_nobn import cli
+from resnet_nobn import cli, console
 from resnet_nobn.config import DATASETS
 from resnet_nobn.errors import UserError
 
@@ -48,7 +48,7 @@ def prepare():
             os.makedirs(data_dir, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot create --data_dir={data_dir}: {e.strerror or e}") from None
-    with cli.quiet_stderr():  # TensorFlow's start-up lines
+    with console.quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
         from resnet_nobn.data import cifar, imagenet, tfds_dir
     tf.get_logger().setLevel("ERROR")
