@@ -11,7 +11,7 @@ from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, config_diffs
 from resnet_nobn.export.files import KERAS
 from resnet_nobn.export.serving import CIFAR, TOP_K, input_spec
 from resnet_nobn.study import report
-from resnet_nobn.train import rundir
+from resnet_nobn.train import provenance, rundir
 
 # How to load model.keras: given in the model card and in docs/training.md.
 LOAD_KERAS = ("```python", "import keras", "from resnet_nobn.model import custom_objects",
@@ -133,7 +133,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         f"- Trained by `python {script}` with "
         + (" ".join(f"`{f}`" for f in flags) if flags else "its defaults") + " (config.json; "
         "the other flags are the recipe's defaults).",
-        f"- Checkpoint: `ckpt-{step}` of `{os.path.join(model_dir, 'ckpt')}`, step {step}: "
+        f"- Checkpoint: `ckpt-{step}` of `{os.path.join(model_dir, rundir.CKPT)}`, step {step}: "
         + (f"chosen with `--checkpoint`{f'; {note}' if note else ''}." if chosen or note else
            "the newest that restores with finite weights"
            + (" (the one a re-run resumes from after a divergence)"
@@ -167,7 +167,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         f"- Trained: commit {results.get('git_commit') or 'not recorded'}, TensorFlow "
         f"{results.get('tf_version') or '?'}, Keras {results.get('keras_version') or '?'}, "
         f"{results.get('num_replicas') or '?'} replica(s) ({results.get('strategy') or '?'}).",
-        f"- Exported: commit {rundir.git_commit() or 'not recorded'}, TensorFlow {tf.__version__}, "
+        f"- Exported: commit {provenance.git_commit() or 'not recorded'}, TensorFlow {tf.__version__}, "
         f"Keras {keras.__version__}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
         "UTC.",
         "",

@@ -37,7 +37,7 @@ from resnet_nobn.train import rundir
 
 
 def _config(model_dir):
-    path = os.path.join(model_dir, "config.json")
+    path = os.path.join(model_dir, rundir.CONFIG)
     if not os.path.exists(path):
         raise UserError(f"{model_dir} holds no config.json: not the --model_dir of a training "
                         "run (or the run never started); give the --model_dir you trained with")
@@ -58,7 +58,7 @@ def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
         what = "is a file" if os.path.exists(model_dir) else "does not exist"
         raise UserError(f"--model_dir={model_dir} {what}; give the directory of a training run")
     cfg = _config(model_dir)
-    ckpt_dir = os.path.join(model_dir, "ckpt")
+    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
     on_disk = rundir.steps_on_disk(ckpt_dir)
     if not on_disk:
         raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
@@ -183,7 +183,7 @@ def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
     meta["digest"] = digest(tmp, meta)
     with open(os.path.join(tmp, META), "w") as f:
         json.dump(meta, f, indent=2)
-    results = rundir.read_json(os.path.join(model_dir, "results.json"))
+    results = rundir.read_json(os.path.join(model_dir, rundir.RESULTS))
     card = model_card(cfg, step, skipped, note, results, names_from, export_dir, model_dir,
                       count_params(model.trainable_variables), chosen)
     with open(os.path.join(tmp, CARD), "w") as f:

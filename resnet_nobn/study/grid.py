@@ -8,7 +8,7 @@ import sys
 
 from resnet_nobn.config import RESUMABLE_FIELDS, differences, resolve_init
 from resnet_nobn.study import advice
-from resnet_nobn.train.rundir import read_json
+from resnet_nobn.train.rundir import CONFIG, RESULTS, read_json
 
 
 def blocks_text(blocks):
@@ -84,10 +84,10 @@ def _run_dir(cfg, root, named):
                                       for n in itertools.combinations(OPTIONAL, k)]
     for name in names:
         path = os.path.join(root, name)
-        old = read_json(os.path.join(path, "config.json"))
+        old = read_json(os.path.join(path, CONFIG))
         try:
             diffs = differences(advice.as_started(old, read_json(
-                os.path.join(path, "results.json"))), cfg.to_json()) if old else None
+                os.path.join(path, RESULTS))), cfg.to_json()) if old else None
         except ValueError:  # not a run's config.json: check_compatible says so
             diffs = None
         if diffs is not None and all(k in RESUMABLE_FIELDS + ("eval_only",) for k, _, _ in diffs):

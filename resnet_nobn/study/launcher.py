@@ -38,8 +38,9 @@ from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
 from resnet_nobn.study import advice
 from resnet_nobn.study.grid import command
 from resnet_nobn.study.hparams import write_run_hparams
-from resnet_nobn.train.rundir import (DIVERGED, atomic_write_json, holder, pending_divergence,
-                                      read_json, retry_flags)
+from resnet_nobn.train.lock import holder
+from resnet_nobn.train.rundir import (CONFIG, DIVERGED, RESULTS, atomic_write_json,
+                                      pending_divergence, read_json, retry_flags)
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 
@@ -54,7 +55,7 @@ ENTRY_POINTS = {"cifar10": "run/cifar_train.py", "cifar100": "run/cifar_train.py
 def check_compatible(cfg):
     """Raises ValueError if cfg.model_dir holds a run with other hyperparameters than `cfg`. A run
     continued with its retry advice is compared as it was started (resnet_nobn/study/advice.py)."""
-    path = os.path.join(cfg.model_dir, "config.json")
+    path = os.path.join(cfg.model_dir, CONFIG)
     old = read_json(path)
     if old is None and not os.path.exists(path):
         return
@@ -69,7 +70,7 @@ def check_compatible(cfg):
 
 
 def _results(cfg):
-    return read_json(os.path.join(cfg.model_dir, "results.json")) or {}
+    return read_json(os.path.join(cfg.model_dir, RESULTS)) or {}
 
 
 def run_state(cfg):
@@ -86,7 +87,7 @@ def run_state(cfg):
     status = read_json(os.path.join(cfg.model_dir, STATUS)) or {}
     if status.get("status") in ("failed", "timeout"):
         return "failed"
-    return "partial" if os.path.exists(os.path.join(cfg.model_dir, "config.json")) else "new"
+    return "partial" if os.path.exists(os.path.join(cfg.model_dir, CONFIG)) else "new"
 
 
 def launch_flags(cfg, follow_advice=False):

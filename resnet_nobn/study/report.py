@@ -18,7 +18,9 @@ from resnet_nobn.study import advice
 from resnet_nobn.study.curves import figure_formats, plot_curves
 from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
-from resnet_nobn.train.rundir import atomic_write_text, holder, pending_divergence, read_json
+from resnet_nobn.train.lock import holder
+from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, atomic_write_text,
+                                      pending_divergence, read_json)
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,
 # and where a run ran, for how long and its bookkeeping (what a resume may change).
@@ -46,24 +48,24 @@ def load_runs(root, warn=None):
     runs = []
     warn = warn or (lambda msg: None)
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("ckpt", "train", "eval"))
-        if "results.json" not in filenames and STATUS not in filenames and not (
-                "config.json" in filenames and holder(dirpath)):  # a run that has not evaluated yet
+        dirnames[:] = sorted(d for d in dirnames if d not in (CKPT,) + SUMMARIES)
+        if RESULTS not in filenames and STATUS not in filenames and not (
+                CONFIG in filenames and holder(dirpath)):  # a run that has not evaluated yet
             continue
-        path = os.path.join(dirpath, "results.json")
+        path = os.path.join(dirpath, RESULTS)
         raw = read_json(path)
         problem = results_problem(raw) if raw is not None else (
             "unreadable or not a JSON object" if os.path.exists(path) else None)
         results = None if problem else raw
         status = read_json(os.path.join(dirpath, STATUS)) or {}
-        candidates = [(raw or {}).get("config"), read_json(os.path.join(dirpath, "config.json"))]
+        candidates = [(raw or {}).get("config"), read_json(os.path.join(dirpath, CONFIG))]
         if problem:  # the run's own config.json before what a malformed results.json says
             candidates.reverse()
         config = next((c for c in candidates if is_run_config(c)), None)
         if config is None:
             why = problem or ("its config.json has no `model` object with norm, init, head and "
                               "blocks_per_stage" if os.path.exists(
-                                  os.path.join(dirpath, "config.json")) else None)
+                                  os.path.join(dirpath, CONFIG)) else None)
             if why:
                 warn(f"warning: {dirpath}: not a run of this project ({why}); skipped")
             continue

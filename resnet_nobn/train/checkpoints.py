@@ -24,7 +24,6 @@ import glob
 import math
 import os
 import shutil
-import time
 
 import tensorflow as tf
 
@@ -151,7 +150,7 @@ def restore_newest(saved, variables, model_dir, num_classes, only=None):
     ckpt-`only`, which is restored even if a re-run after a divergence would skip it (`note` says
     so). Returns Restored, or None when ckpt/ holds no checkpoint (of step `only`); raises
     Unusable when none restores. Changes nothing on disk."""
-    ckpt_dir = os.path.join(model_dir, "ckpt")
+    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
     order, diverged = resume_order(ckpt_dir, model_dir, num_classes)
     candidates = [(s, why) for s, why in order if only is None or s == only]
     if not candidates:
@@ -182,7 +181,7 @@ def restore_model(cfg: TrainConfig, model_dir, checkpoint=None):
     """For the export: (model, step, skipped, note), the Keras model of `cfg` (built as the
     trainer builds it) with the weights `restore_newest` picks, or those of ckpt-`checkpoint`."""
     model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
-    ckpt_dir = os.path.join(model_dir, "ckpt")
+    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
     try:
         restored = restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
                                   model.weights, model_dir, cfg.model.num_classes, checkpoint)
@@ -207,8 +206,9 @@ class Checkpoints:
     def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id):
         self.cfg, self.model, self.optimizer, self.chief = cfg, model, optimizer, chief
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-        self.directory = os.path.join(cfg.model_dir, "ckpt")
-        self.scratch = None if chief else os.path.join(cfg.model_dir, ".scratch", f"worker{task_id}")
+        self.directory = os.path.join(cfg.model_dir, rundir.CKPT)
+        self.scratch = None if chief else os.path.join(cfg.model_dir, rundir.SCRATCH,
+                                                               f"worker{task_id}")
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.scratch or self.directory,
                                                   max_to_keep=KEEP)
         self.rollbacks = []  # the divergences this run resumed from
@@ -297,9 +297,7 @@ class Checkpoints:
         kept = (f"re-running resumes from a checkpoint taken before the blow-up (latest: "
                 f"{os.path.basename(last)})" if last else "no checkpoint was written")
         if self.chief and os.path.isdir(cfg.model_dir):
-            rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.DIVERGED), dict(
-                step=self.step, what=what, learning_rate=cfg.learning_rate,
-                retry_with=advice, time=time.strftime("%Y-%m-%d %H:%M:%S")))
+            rundir.record_divergence(cfg.model_dir, self.step, what, cfg.learning_rate, advice)
         return TrainingDiverged(f"{what} became NaN/inf at step {self.step}; {kept}; the advice "
                                 f"below {change}\nretry with: {advice}")
 
