@@ -6,6 +6,7 @@ import datetime
 import os
 
 from resnet_nobn import recipes
+from resnet_nobn.cli import flag_text
 from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, config_diffs, options,
                                  resolve_head_seed, resolve_init)
 from resnet_nobn.export.files import KERAS
@@ -17,10 +18,6 @@ from resnet_nobn.train import provenance, rundir
 LOAD_KERAS = ("```python", "import keras", "from resnet_nobn.model import custom_objects",
               f'model = keras.saving.load_model("EXPORT_DIR/{KERAS}", '
               'custom_objects=custom_objects())', "```")
-
-
-def _flag_text(value):
-    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 def _recipe(cfg):
@@ -39,8 +36,8 @@ def run_flags(cfg: TrainConfig):
                 default = resolve_init("auto", cfg.model.norm)
             elif f.name == "head_seed":  # its default follows --seed
                 value, default = resolve_head_seed(value, cfg.seed), cfg.seed
-            if _flag_text(value) != _flag_text(default):
-                out.append(f"--{f.name}={_flag_text(value)}")
+            if flag_text(value) != flag_text(default):
+                out.append(f"--{f.name}={flag_text(value)}")
     return out
 
 
@@ -70,11 +67,11 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     else:
         what = (f"the all-convolutional, normalization-free residual network of {where}: blocks "
                 f"`x + C2(ReLU(C1 x))`, identity init, a fixed random-projection head")
-    shape = (f"{len(m.widths)} stages of {_flag_text(m.blocks_per_stage)} blocks, widths "
-             f"{_flag_text(m.widths)}, stem {m.stem_kernel}x{m.stem_kernel}/{m.stem_stride} with "
+    shape = (f"{len(m.widths)} stages of {flag_text(m.blocks_per_stage)} blocks, widths "
+             f"{flag_text(m.widths)}, stem {m.stem_kernel}x{m.stem_kernel}/{m.stem_stride} with "
              f"{m.stem_width} channels; {num_params:,} trainable parameters"
              + ("" if paper_shape else f" (the paper's shape is widths "
-                f"{_flag_text(recipe.model.widths)}, {_flag_text(recipe.model.blocks_per_stage)} "
+                f"{flag_text(recipe.model.widths)}, {flag_text(recipe.model.blocks_per_stage)} "
                 "blocks per stage)"))
     flags = run_flags(cfg)
     results = results or {}

@@ -8,6 +8,7 @@ resume may then change a setting outside RESUMABLE_FIELDS only to the value that
 the run followed, whoever continued it: the study (run/ablate.py --follow_retry_advice) or a
 person by hand. Reads JSON only (no TensorFlow).
 """
+from resnet_nobn.cli import flag_text
 from resnet_nobn.train import resume
 from resnet_nobn.train.rundir import RESUME_CHANGES
 
@@ -19,24 +20,12 @@ def advised_changes(results):
     return [c for c in (results or {}).get(RESUME_CHANGES) or [] if resume.advised(c)]
 
 
-def flag_value(value):
-    """A config.json value as its flag says it: 1.0 -> 1, [1, 2] -> 1,2, True -> true."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        text = repr(value)
-        return text[:-2] if text.endswith(".0") else text
-    if isinstance(value, (list, tuple)):
-        return ",".join(flag_value(v) for v in value)
-    return str(value)
-
-
 def advised_flags(results):
     """The flags the run was continued with (the last value of each changed setting), or []."""
     last = {}
     for c in advised_changes(results):
         last[c["field"]] = c.get("to")
-    return [f"--{k}={flag_value(v)}" for k, v in last.items()]
+    return [f"--{k}={flag_text(v)}" for k, v in last.items()]
 
 
 def diverged_at(results):

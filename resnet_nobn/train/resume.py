@@ -7,6 +7,7 @@ followed the advice being `advised`. Reads files only (no TensorFlow).
 """
 import os
 
+from resnet_nobn.cli import flag_text
 from resnet_nobn.config import RESUMABLE_FIELDS, differences
 from resnet_nobn.errors import UserError
 from resnet_nobn.train.rundir import CONFIG, read_json, retry_flags
@@ -69,12 +70,8 @@ def _same(text, value):
         return False
 
 
-def _flag_form(value):
-    """A config.json value as its flag would say it (lists as comma lists)."""
-    return (",".join(map(str, value)) or "(none)") if isinstance(value, list) else str(value)
-
-
 def _text(value, other):
-    """`value` in its flag form, with its JSON type when that is all that tells it from `other`."""
-    said = _flag_form(value)
-    return f"{said} ({type(value).__name__})" if said == _flag_form(other) else said
+    """`value` as its flag says it ('(none)' for an empty list), with its JSON type when that is
+    all that tells it from `other`."""
+    said, other_said = flag_text(value) or "(none)", flag_text(other) or "(none)"
+    return f"{said} ({type(value).__name__})" if said == other_said else said
