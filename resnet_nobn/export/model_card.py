@@ -5,13 +5,12 @@ versions, and what it is not.
 import datetime
 import os
 
-from resnet_nobn import recipes
+from resnet_nobn import paper, recipes
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, config_diffs, options,
                                  resolve_head_seed, resolve_init)
 from resnet_nobn.export.files import KERAS
 from resnet_nobn.export.serving import CIFAR, TOP_K, input_spec
-from resnet_nobn.study import report
 from resnet_nobn.train import provenance, rundir
 
 # How to load model.keras: given in the model card and in docs/training.md.
@@ -54,14 +53,12 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     m, recipe = cfg.model, _recipe(cfg)
     cifar = cfg.dataset in CIFAR
     script = "run/cifar_train.py" if cifar else "run/imagenet_train.py"
-    paper_shape = all(getattr(m, k) == getattr(recipe.model, k) for k in
-                      ("widths", "blocks_per_stage", "strides", "stem_width", "stem_kernel",
-                       "stem_stride"))
+    config = cfg.to_json()
     where = "Table 1 (Section 4)" if cifar else "Section 4.2"
     if m.norm == "batch":
         what = (f"the BN-ResNet baseline (`--norm=batch`, pre-activation blocks) of the shape of "
                 f"{where}: not the paper's network")
-    elif m.init in ("fixup", "skipinit") or m.head == "trained" or m.init != "identity":
+    elif not paper.paper_network(config["model"]):
         what = (f"a normalization-free residual network of the shape of {where}, with "
                 f"`--init={m.init} --head={m.head}` (the paper's: identity, random)")
     else:
@@ -70,7 +67,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     shape = (f"{len(m.widths)} stages of {flag_text(m.blocks_per_stage)} blocks, widths "
              f"{flag_text(m.widths)}, stem {m.stem_kernel}x{m.stem_kernel}/{m.stem_stride} with "
              f"{m.stem_width} channels; {num_params:,} trainable parameters"
-             + ("" if paper_shape else f" (the paper's shape is widths "
+             + ("" if paper.paper_shape(config) else f" (the paper's shape is widths "
                 f"{flag_text(recipe.model.widths)}, {flag_text(recipe.model.blocks_per_stage)} "
                 "blocks per stage)"))
     flags = run_flags(cfg)
@@ -111,7 +108,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
                if not d.startswith(("num_classes", "image_size", "init", "head_seed"))]
     if differs:
         nots.append("not the paper's network: " + "; ".join(differs))
-    row = report.paper_row(cfg.to_json())
+    row = paper.paper_row(config)
     if row is None or nots:
         nots.append("not a Table 2 reproduction" + (
             "" if row is None else f" (Table 2, row {row[0]}: {row[1]}% top-1 error)"))
