@@ -130,9 +130,26 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     """(model, step, skipped, note): the Keras model of `cfg` with the weights of the newest
     checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
     ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
-    re-run would not resume from an explicitly chosen one (or is None)."""
-    from resnet_nobn.train import checkpoints
-    return checkpoints.restore_model(cfg, model_dir, checkpoint)
+    re-run would not resume from an explicitly chosen one (or is None). The model is built as
+    the trainer builds it, and the checkpoint chosen by resnet_nobn/train/checkpoints.py's rule."""
+    import tensorflow as tf
+
+    from resnet_nobn.train import checkpoints, steps
+    model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
+    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
+    try:
+        restored = checkpoints.restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
+                                              model.weights, model_dir, cfg.model.num_classes,
+                                              checkpoint)
+    except checkpoints.Unusable as e:
+        if checkpoint is not None:
+            raise UserError(f"--checkpoint={checkpoint} cannot be exported: {e.skipped[0]}; leave "
+                            "--checkpoint out to export the newest usable one") from None
+        raise UserError(f"no checkpoint in {ckpt_dir} restores with finite weights ({e}); "
+                        "nothing to export") from None
+    if restored is None:
+        raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
+    return model, restored.step, restored.skipped, restored.note
 
 
 # --------------------------------------------------------------------------------------------

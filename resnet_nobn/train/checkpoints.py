@@ -31,7 +31,7 @@ from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import log
 from resnet_nobn.errors import TrainingDiverged, UserError, first_line
 from resnet_nobn.recipes import retry_remedy
-from resnet_nobn.train import rundir, steps
+from resnet_nobn.train import rundir
 
 KEEP = 5  # checkpoints kept: enough to go back past a blow-up
 LOSSES = "losses.json"
@@ -100,11 +100,17 @@ def resume_order(ckpt_dir, model_dir, num_classes):
 
 def write_checkpoint_state(ckpt_dir, steps):
     """Rewrites tf.train.CheckpointManager's state file `checkpoint` to track `steps` (oldest
-    first; the last is the latest), whatever it said before (it may be damaged)."""
+    first; the last is the latest), whatever it said before (it may be damaged). TensorFlow's own
+    writer of that file, atomic; CheckpointManager has no public way to be told which
+    checkpoints to track, and the v1 name's deprecation notice is not the run's to print."""
     paths = [f"ckpt-{s}" for s in steps]
-    rundir.atomic_write_text(os.path.join(ckpt_dir, "checkpoint"),
-                             f'model_checkpoint_path: "{paths[-1]}"\n'
-                             + "".join(f'all_model_checkpoint_paths: "{p}"\n' for p in paths))
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        tf.compat.v1.train.update_checkpoint_state(ckpt_dir, paths[-1], paths)
+    finally:
+        logger.setLevel(level)
 
 
 def delete_after(ckpt_dir, step):
@@ -175,25 +181,6 @@ def restore_newest(saved, variables, model_dir, num_classes, only=None):
             why = f"taken on the way to the blow-up: {why}"
         skipped.append(f"ckpt-{step} ({why})")
     raise Unusable(skipped, unreadable == len(skipped), [s for s, _ in candidates])
-
-
-def restore_model(cfg: TrainConfig, model_dir, checkpoint=None):
-    """For the export: (model, step, skipped, note), the Keras model of `cfg` (built as the
-    trainer builds it) with the weights `restore_newest` picks, or those of ckpt-`checkpoint`."""
-    model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
-    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
-    try:
-        restored = restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
-                                  model.weights, model_dir, cfg.model.num_classes, checkpoint)
-    except Unusable as e:
-        if checkpoint is not None:
-            raise UserError(f"--checkpoint={checkpoint} cannot be exported: {e.skipped[0]}; leave "
-                            "--checkpoint out to export the newest usable one") from None
-        raise UserError(f"no checkpoint in {ckpt_dir} restores with finite weights ({e}); "
-                        "nothing to export") from None
-    if restored is None:
-        raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
-    return model, restored.step, restored.skipped, restored.note
 
 
 # --------------------------------------------------------------------------------------------
