@@ -1,13 +1,14 @@
 """The command line of run/cifar_train.py and run/imagenet_train.py: one absl flag per option of
 TrainConfig and ModelConfig, its default from a recipe (resnet_nobn/recipes.py).
 
-`define_flags(recipe)` makes the flags from the dataclass fields (help, unit, bounds and choices
-are the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing);
-`config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are
-all the others. Nothing else reads FLAGS. The training main (resnet_nobn/train/main.py) does all
-of this before TensorFlow is imported, so a bad flag is said at once (one line, exit status 2).
-`start(main)` is how every absl entry point under run/ starts: `parse_flags` says absl's own errors (a flag that does not parse, a
-missing required flag, a flagfile that cannot be read) and a `UsageError` in one line too.
+`define_flags(recipe)` makes the flags from the dataclass fields (help, unit, bounds and choices are
+the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing);
+`config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are all
+the others. Nothing else reads FLAGS. The training main (resnet_nobn/train/main.py) does all of this
+before TensorFlow is imported, so a bad flag is said at once (one line, exit status 2).
+`start(main)` is how every absl entry point under run/ starts: `parse_flags` says absl's own errors
+(a flag that does not parse, a missing required flag, a flagfile that cannot be read) and a
+`UsageError` in one line too.
 """
 import dataclasses
 import os

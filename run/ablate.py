@@ -39,7 +39,8 @@ def _dataset_from_argv(argv):
 
 
 # The training entry point defines the base flags, with its own defaults (CIFAR's or ImageNet's).
-ENTRY = os.path.join(REPO, launcher.ENTRY_POINTS.get(_dataset_from_argv(sys.argv), "run/cifar_train.py"))
+ENTRY = os.path.join(REPO, launcher.ENTRY_POINTS.get(_dataset_from_argv(sys.argv),
+                                                     "run/cifar_train.py"))
 _before = set(flags.FLAGS)
 _spec = importlib.util.spec_from_file_location("_study_entry_point", ENTRY)
 _spec.loader.exec_module(importlib.util.module_from_spec(_spec))

@@ -19,12 +19,12 @@ a factor sqrt(35.7 / 21.1) = 1.30; 84 = 64 * 1.3125 is the nearest multiple of 4
 88 gives 39.88M). `recipes.imagenet()` (resnet_nobn/recipes.py) holds these.
 
 The data. tfds `imagenet2012`, prepared once from the two ILSVRC archives placed in tfds' manual
-directory (`<data_dir>/downloads/manual/`; resnet_nobn/data/prepare.py). Training: each worker reads its own subset of the
-1,024 training files (`tfds.ReadConfig(input_context=...)`), shuffles, and applies the standard
-augmentation: a random crop covering 8%-100% of the image with aspect ratio 3/4-4/3 (Inception /
-TF ResNet preprocessing), resized to 224x224, random horizontal flip. Evaluation: resize the
-shorter side to 256 (224 / 0.875), central 224x224 crop. Pixels are scaled to [0, 1] and
-normalised with the usual ImageNet channel mean and standard deviation.
+directory (`<data_dir>/downloads/manual/`; resnet_nobn/data/prepare.py). Training: each worker reads
+its own subset of the 1,024 training files (`tfds.ReadConfig(input_context=...)`), shuffles, and
+applies the standard augmentation: a random crop covering 8%-100% of the image with aspect ratio
+3/4-4/3 (Inception / TF ResNet preprocessing), resized to 224x224, random horizontal flip.
+Evaluation: resize the shorter side to 256 (224 / 0.875), central 224x224 crop. Pixels are scaled to
+[0, 1] and normalised with the usual ImageNet channel mean and standard deviation.
 
 Resuming. ImageNet is not held in memory, so the training stream is not a function of the step as
 for CIFAR: a run resumed at step s reshuffles with a seed derived from (seed, s), so it does not

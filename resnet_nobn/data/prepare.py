@@ -1,7 +1,7 @@
-"""A tfds data directory prepared: CIFAR downloaded (in a bounded time, resnet_nobn/data/download.py)
-and ImageNet built from the ILSVRC archives, by the tfds builders' own `download_and_prepare`; a
-directory prepared already is checked (resnet_nobn/data/tfds_dir.py). The training inputs
-(cifar.py, imagenet.py) and run/prepare_data.py get their builders here.
+"""A tfds data directory prepared: CIFAR downloaded (in a bounded time,
+resnet_nobn/data/download.py) and ImageNet built from the ILSVRC archives, by the tfds builders' own
+`download_and_prepare`; a directory prepared already is checked (resnet_nobn/data/tfds_dir.py). The
+training inputs (cifar.py, imagenet.py) and run/prepare_data.py get their builders here.
 """
 import os
 import re

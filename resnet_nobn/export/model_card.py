@@ -161,9 +161,9 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         f"- Trained: commit {results.get('git_commit') or 'not recorded'}, TensorFlow "
         f"{results.get('tf_version') or '?'}, Keras {results.get('keras_version') or '?'}, "
         f"{results.get('num_replicas') or '?'} replica(s) ({results.get('strategy') or '?'}).",
-        f"- Exported: commit {provenance.git_commit() or 'not recorded'}, TensorFlow {tf.__version__}, "
-        f"Keras {keras.__version__}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
-        "UTC.",
+        f"- Exported: commit {provenance.git_commit() or 'not recorded'}, TensorFlow "
+        f"{tf.__version__}, Keras {keras.__version__}, "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.",
         "",
         "## What it is not",
         "",

@@ -98,7 +98,7 @@ def header_size(raw):
             kind = FORMATS.get(image.format)
             frames = getattr(image, "n_frames", 1) if kind in ("GIF", "WebP") else 1
             return (kind, image.width, image.height, frames) if kind else None
-    except (OSError, ValueError, EOFError, SyntaxError, struct.error):  # UnidentifiedImageError: OSError
+    except (OSError, ValueError, EOFError, SyntaxError, struct.error):  # Unidentified...: OSError
         return None
     finally:
         Image.MAX_IMAGE_PIXELS = limit

@@ -1,5 +1,5 @@
-"""Writing an export: a trained run taken out of its run directory (run/export.py). Reading it
-back and predicting: resnet_nobn/export/predict.py; the model card: resnet_nobn/export/model_card.py.
+"""Writing an export: a trained run taken out of its run directory (run/export.py). Reading it back
+and predicting: resnet_nobn/export/predict.py; the model card: resnet_nobn/export/model_card.py.
 
 `export(model_dir, export_dir)` restores one checkpoint of the run and writes EXPORT_DIR whole or
 not at all (built in a temporary directory beside it, then renamed into place): saved_model/ (a
@@ -10,13 +10,13 @@ labels.txt (the tfds label names, class i on line i + 1) and export.json (the da
 input, image size, step, and the `digest` of saved_model/ with that description, checked when
 the export is read).
 
-Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes
-by (resnet_nobn/train/checkpoints.py: after a divergence, the newest taken before the blow-up), or the one
-asked for. Checkpoints from any number of replicas or workers restore alike. The run directory is
-only read, and an export is never written into, over or around it (`check_paths`, before
-TensorFlow loads). `--overwrite` replaces only an earlier export holding nothing but what an
-export writes (`check_replaceable`). The rename that puts an export in place never replaces a
-directory that is not empty: of two exports into one new directory at once, one is refused.
+Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes by
+(resnet_nobn/train/checkpoints.py: after a divergence, the newest taken before the blow-up), or the
+one asked for. Checkpoints from any number of replicas or workers restore alike. The run directory
+is only read, and an export is never written into, over or around it (`check_paths`, before
+TensorFlow loads). `--overwrite` replaces only an earlier export holding nothing but what an export
+writes (`check_replaceable`). The rename that puts an export in place never replaces a directory
+that is not empty: of two exports into one new directory at once, one is refused.
 """
 import errno
 import json

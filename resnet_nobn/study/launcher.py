@@ -9,7 +9,7 @@ Every other hyperparameter comes from the base flags and is the same for every r
 Layout under one root (`tensorboard --logdir ROOT` compares the runs: resnet_nobn/study/hparams.py):
 
     ROOT/<dataset>/norm-none_init-identity_head-random_blocks-1/seed-0/
-        config.json ckpt/ train/ eval/ results.json written by the trainer (resnet_nobn/train/trainer.py)
+        config.json ckpt/ train/ eval/ results.json written by the trainer (resnet_nobn/train/)
         diverged.json                               the trainer's, while the run stands diverged
         train.log                                   the trainer's output
         study_status.json                           running | finished | diverged | failed
@@ -20,9 +20,9 @@ skipped, an unfinished one (also one whose study was killed) is re-launched and 
 from its latest checkpoint. A run that diverged is skipped unless the study follows the advice
 (`follow_advice`): then it continues once, from the checkpoint the trainer picks before the
 blow-up, with the flags of its own `retry with:` line; a run continued so, by the study or by hand,
-keeps those flags on every later launch (resnet_nobn/study/advice.py). Each run is a subprocess of the
-training entry point (run/cifar_train.py or run/imagenet_train.py), so a crash or a global Keras
-setting of one run cannot affect the next.
+keeps those flags on every later launch (resnet_nobn/study/advice.py). Each run is a subprocess of
+the training entry point (run/cifar_train.py or run/imagenet_train.py), so a crash or a global
+Keras setting of one run cannot affect the next.
 
 The table and the plot of a study are resnet_nobn/study/report.py's, which needs no TensorFlow.
 """

@@ -1,13 +1,12 @@
 """The trainer: one run of one configuration, CIFAR or ImageNet, on any tf.distribute strategy.
 
-The loop trains in compiled loops of --steps_per_loop steps (resnet_nobn/train/steps.py), logs, saves
-checkpoints (resnet_nobn/train/checkpoints.py) and evaluates on schedule. Everything is kept in
-`model_dir` (resnet_nobn/train/rundir.py): `config.json` (a later run with another architecture or
-other settings is refused; what a resume may change is in resnet_nobn/config.py, and each change
-is recorded in results.json), `ckpt/` (a re-run resumes from it), `train/` and `eval/`
-TensorBoard summaries (resnet_nobn/train/monitor.py), and `results.json`, rewritten after every
-evaluation. One device, several GPUs and several workers (resnet_nobn/train/cluster.py,
-multiworker.py) run the same loop.
+The loop trains in compiled loops of --steps_per_loop steps (steps.py), logs, saves checkpoints
+(checkpoints.py) and evaluates on schedule. Everything is kept in `model_dir` (rundir.py):
+`config.json` (a later run with another architecture or other settings is refused; what a resume
+may change is resume.py's, and each change is recorded in results.json), `ckpt/` (a re-run resumes
+from it), `train/` and `eval/` TensorBoard summaries (monitor.py), and `results.json`, rewritten
+after every evaluation. One device, several GPUs and several workers (cluster.py, multiworker.py)
+run the same loop. The modules named are in resnet_nobn/train/.
 """
 import math
 import os
@@ -168,7 +167,7 @@ class Trainer:
         return results
 
     def _previous_results(self):
-        """(history, wall time) of results.json (resnet_nobn/train/rundir.py); the rest of it kept."""
+        """(history, wall time) of results.json (rundir.py); the rest of it kept."""
         (history, wall, self._previous_rollbacks, self._previous_changes,
          self._previous) = rundir.previous_results(self.cfg.model_dir, self.chief)
         return history, wall
@@ -210,7 +209,8 @@ class Trainer:
         multiworker.check_same_step(self.strategy, self.step, cfg.model_dir)
         if cfg.eval_only:
             if restored is None:
-                raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/{rundir.CKPT}; train first")
+                raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/{rundir.CKPT}; "
+                                "train first")
             history, wall = self._previous_results()
             history = [h for h in history if h["step"] != self.step]
             return self._evaluate_and_record(history, None, wall, None)

@@ -251,8 +251,8 @@ def test_a_run_killed_while_saving_its_first_checkpoint_resumes_with_the_same_co
                                        dict(norm="batch", init="he"), dict(init="fixup")])
 def test_the_resume_rule_and_the_advice_reader_agree_on_every_retry_advice(tmp_path, overrides):
     """What check_model_dir lets a diverged run's resume change (resnet_nobn/train/resume.py) is
-    what the study and the report read back from results.json as the advice it followed (advice.py), for whatever
-    advice the trainer gives (recipes.retry_remedy)."""
+    what the study and the report read back from results.json as the advice it followed (advice.py),
+    for whatever advice the trainer gives (recipes.retry_remedy)."""
     import dataclasses
     from resnet_nobn import recipes
     from resnet_nobn.study import advice

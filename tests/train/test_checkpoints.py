@@ -1,5 +1,5 @@
-"""Which checkpoint a run restores (resnet_nobn/train/checkpoints.py): the loss record it is judged by
-after a divergence covers a checkpoint a run stopped at and was resumed from."""
+"""Which checkpoint a run restores (resnet_nobn/train/checkpoints.py): the loss record it is judged
+by after a divergence covers a checkpoint a run stopped at and was resumed from."""
 import math
 import os
 

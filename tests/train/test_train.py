@@ -314,7 +314,8 @@ def test_eval_only_adds_an_evaluation_and_changes_nothing_else(tmp_path):
                                             "there, 7 here"):
             train_lib.train(tiny_config(tmp_path, eval_only=True, **{**kw, "seed": 7,
                                                                  "learning_rate": 0.3}))
-        after = train_lib.train(tiny_config(tmp_path, eval_only=True, eval_steps=1, log_every=5, **kw))
+        after = train_lib.train(tiny_config(tmp_path, eval_only=True, eval_steps=1, log_every=5,
+                                            **kw))
     assert (tmp_path / "config.json").read_text() == config
     assert after == json.loads((tmp_path / "results.json").read_text())
     assert [h["step"] for h in after["history"]] == [2, 3]
