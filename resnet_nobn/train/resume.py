@@ -70,8 +70,13 @@ def _same(text, value):
         return False
 
 
+def _flag_form(value):
+    """A config.json value as the message says it: a list as its flag does (`flag_text`, '(none)'
+    when empty), anything else as JSON read it (False, 1.0)."""
+    return (flag_text(value) or "(none)") if isinstance(value, list) else str(value)
+
+
 def _text(value, other):
-    """`value` as its flag says it ('(none)' for an empty list), with its JSON type when that is
-    all that tells it from `other`."""
-    said, other_said = flag_text(value) or "(none)", flag_text(other) or "(none)"
-    return f"{said} ({type(value).__name__})" if said == other_said else said
+    """`value` in its flag form, with its JSON type when that is all that tells it from `other`."""
+    said = _flag_form(value)
+    return f"{said} ({type(value).__name__})" if said == _flag_form(other) else said
