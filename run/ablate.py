@@ -49,7 +49,7 @@ TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
 from resnet_nobn import cli, console
 from resnet_nobn.errors import UserError
 from resnet_nobn.study import advice
-from resnet_nobn.train.rundir import read_json
+from resnet_nobn.train.rundir import RESULTS, read_json
 
 flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
                     "experiment summary, and the report.")
@@ -169,7 +169,7 @@ def run():
           f"{f', {len(running)} running in another process' if running else ''}; "
           f"report: python run/report.py --root={FLAGS.root}", flush=True)
     diverged = by_state.get("diverged", [])
-    again = [d for d in diverged if advice.advised_flags(read_json(os.path.join(d, "results.json")))]
+    again = [d for d in diverged if advice.advised_flags(read_json(os.path.join(d, RESULTS)))]
     problems = [_unfinished([d for d in diverged if d not in again], "diverged"),
                 _unfinished(again, "diverged again"), _unfinished(by_state.get("failed", []), "failed")]
     if any(problems):
