@@ -54,7 +54,7 @@ def test_a_run_of_the_former_fixup_is_refused_on_resume_and_still_builds(tmp_pat
         d.pop("scalar_lr_factor")
     _write(former, as_written_then)
     with pytest.raises(UserError, match="fixup_reference: False there, True here"):
-        rundir.check_model_dir(former)
+        resume.check_model_dir(former)
     old = TrainConfig.from_json(json.loads((tmp_path / "config.json").read_text()))
     assert (old.model.fixup_reference, old.scalar_lr_factor) == (False, 1.0)
     from resnet_nobn.model.network import build_model

@@ -1,12 +1,10 @@
 """The trainer: one run of one configuration, CIFAR or ImageNet, on any tf.distribute strategy.
 
-The loop trains in compiled loops of --steps_per_loop steps (steps.py), logs, saves checkpoints
-(checkpoints.py) and evaluates on schedule. Everything is kept in `model_dir` (rundir.py):
-`config.json` (a later run with another architecture or other settings is refused; what a resume
-may change is resume.py's, and each change is recorded in results.json), `ckpt/` (a re-run resumes
-from it), `train/` and `eval/` TensorBoard summaries (monitor.py), and `results.json`, rewritten
-after every evaluation. One device, several GPUs and several workers (cluster.py, multiworker.py)
-run the same loop. The modules named are in resnet_nobn/train/.
+Compiled loops of --steps_per_loop steps (train/steps.py), logs, checkpoints (train/checkpoints.py)
+and evaluations on schedule, all kept in `model_dir` (train/rundir.py): `config.json` (checked on a
+resume by train/resume.py, each change recorded), `ckpt/` (a re-run resumes from it), `train/` and
+`eval/` summaries (train/monitor.py) and `results.json`, rewritten after every evaluation. One
+device, several GPUs and several workers (train/cluster.py, multiworker.py) run the same loop.
 """
 import math
 import os
