@@ -21,16 +21,19 @@ figure from what is under --root.
 --root/schedule. `--report --long --figure=F` draws every --long run's loss, largest block bound
 ||C2|| ||C1|| and largest branch norm against steps."""
 import argparse
+import itertools
 import os
+import statistics
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from resnet_nobn.study.advice import advised_flags, flag_value  # noqa: E402  (none imports TensorFlow)
+from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
-from resnet_nobn.train.rundir import (atomic_file, pending_divergence, read_json,  # noqa: E402
-                                      retry_flags)
+from resnet_nobn.study.advice import advised_flags  # noqa: E402
+from resnet_nobn.train.rundir import (RESULTS, TRAIN, atomic_file,  # noqa: E402
+                                      pending_divergence, read_json, retry_flags)
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]
@@ -45,7 +48,7 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
     "paper_tau1_clip1": PAPER + ["--max_branch_norm=1", "--clip_norm=1"],  # and remedies that keep
     # the paper's net (recipes.py; {warmup}: warmup_rule's steps; a lower rate is `paper` run
     # at that --learning_rate)
-    **{name: PAPER + [f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={flag_value(v)}"
+    **{name: PAPER + [f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={flag_text(v)}"
                       for k, v in flags.items()]
        for name, (flags, _) in REMEDIES.items() if "learning_rate" not in flags},
     # the paper's net; where it diverges, re-run with its own `retry with:` flags (same model_dir)
@@ -80,7 +83,7 @@ def outcome(model_dir, steps):
     diverged = pending_divergence(model_dir)
     if diverged is not None:
         return f"diverged at step {diverged.get('step')}"
-    results = read_json(os.path.join(model_dir, "results.json")) or {}
+    results = read_json(os.path.join(model_dir, RESULTS)) or {}
     finished = results.get("global_step", 0) >= steps
     if results.get("rollbacks"):  # it diverged, and resumed (paper_advice: with its advice)
         return (f"diverged at step {results['rollbacks'][0]['diverged_at']}, then "
@@ -147,8 +150,6 @@ def train_long(args, net, blocks, lr, seed):
 
 def report_long(args):
     """Test error (whole test split) after --steps steps, per net and rate, over seeds."""
-    import itertools
-    import statistics
     print(f"| net | blocks/stage | lr | seeds | test top-1 error after {args.steps} steps |")
     print("|---|---|---|---|---|")
     for blocks, lr, net in itertools.product(args.blocks.split(","), rates(args),
@@ -156,7 +157,7 @@ def report_long(args):
         errors, seeds = [], []
         for seed in args.seeds.split(","):
             model_dir = long_dir_of(args, net, blocks, lr, seed)
-            res = read_json(os.path.join(model_dir, "results.json")) or {}
+            res = read_json(os.path.join(model_dir, RESULTS)) or {}
             row = [h for h in res.get("history", []) if h["step"] == args.steps]
             if row:
                 errors.append(100 * row[0]["top1_error"])
@@ -174,7 +175,7 @@ def sweep_cell(model_dir, steps):
     result = outcome(model_dir, steps)
     if result != "stable":
         return "NaN @" + result.split()[3].rstrip(",") if result else "·"
-    res = read_json(os.path.join(model_dir, "results.json"))
+    res = read_json(os.path.join(model_dir, RESULTS))
     return f"ok ({100 * next(h['top1_error'] for h in res['history'] if h['step'] == steps):.1f}%)"
 
 
@@ -204,7 +205,7 @@ def scalars(model_dir):
     """{tag: [(step, value)]} of a run's training summaries (TensorBoard event files)."""
     import tensorflow as tf
     out = {}
-    train_dir = os.path.join(model_dir, "train")
+    train_dir = os.path.join(model_dir, TRAIN)
     for name in sorted(os.listdir(train_dir)) if os.path.isdir(train_dir) else []:
         for event in tf.compat.v1.train.summary_iterator(os.path.join(train_dir, name)):
             for v in event.summary.value:
@@ -244,30 +245,29 @@ def figure(args, path, blocks=9):
                 axes[2].plot(steps, [max(v[i][1] for v in ratio) for i in range(len(steps))], **kw)
     titles = ("training loss", "largest ||branch(h)|| / ||h|| over the blocks",
               "largest ||update|| / ||W|| over the stages")
-    _label_axes(axes, titles)
-    fig.suptitle(f"Fashion-MNIST as CIFAR-10, {blocks} blocks per stage, widths {args.widths}, "
-                 f"batch {args.batch_size}", fontsize=10)
-    fig.tight_layout()
-    with atomic_file(path) as tmp:  # the earlier figure stays whole if this one fails
-        fig.savefig(tmp, dpi=100)
-    print(f"written: {path}")
+    _finish(fig, axes, titles, f"Fashion-MNIST as CIFAR-10, {blocks} blocks per stage, widths "
+            f"{args.widths}, batch {args.batch_size}", path)
 
 
-def _label_axes(axes, titles):
-    """Each panel's title, a step x axis and a log y axis; the legend on the first."""
+def _finish(fig, axes, titles, suptitle, path):
+    """Titles, step x axes, log y axes, a legend; the figure replaced whole at `path` or not at all."""
     for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
+    fig.suptitle(suptitle, fontsize=10)
+    fig.tight_layout()
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, dpi=100)
+    print(f"written: {path}")
 
 
 def figure_long(args, path):
     """For each --long run under --root (each net, rate and seed): training loss, and the largest
     over the blocks of the bound |scale| ||C2|| ||C1|| (`branch_bound/`) and of ||branch(h)||/||h||
     (`branch_norm/`), against steps."""
-    import itertools
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -290,15 +290,9 @@ def figure_long(args, path):
                 ax.plot(steps, [max(v[j][1] for v in series) for j in range(len(steps))], **kw)
     titles = ("training loss", "largest |scale| ||C2||_2 ||C1||_2 over the blocks",
               "largest ||branch(h)|| / ||h|| over the blocks")
-    _label_axes(axes, titles)
-    fig.suptitle(f"Fashion-MNIST as CIFAR-10, {args.blocks} blocks per stage, widths "
-                 f"{args.widths}, batch {args.batch_size}"
-                 + (", rate /10 at 50% and 83%" if args.schedule else ", constant rate"),
-                 fontsize=10)
-    fig.tight_layout()
-    with atomic_file(path) as tmp:  # the earlier figure stays whole if this one fails
-        fig.savefig(tmp, dpi=100)
-    print(f"written: {path}")
+    _finish(fig, axes, titles, f"Fashion-MNIST as CIFAR-10, {args.blocks} blocks per stage, "
+            f"widths {args.widths}, batch {args.batch_size}"
+            + (", rate /10 at 50% and 83%" if args.schedule else ", constant rate"), path)
 
 
 def main():

@@ -8,7 +8,8 @@ Defaults are the paper's recipe (Table 1, Section 4: `recipes.cifar()` in resnet
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 from resnet_nobn import cli, recipes
+from resnet_nobn.train import main
 
 cli.define_flags(recipes.cifar())
 if __name__ == "__main__":
-    cli.run()
+    main.run()

@@ -21,7 +21,7 @@ import sys
 
 from absl import flags
 
-from resnet_nobn import cli
+from resnet_nobn import cli, console
 from resnet_nobn.config import DATASETS
 from resnet_nobn.errors import UserError
 
@@ -36,7 +36,7 @@ flags.mark_flag_as_required("dataset")
 FLAGS = flags.FLAGS
 
 
-def prepare():
+def prepare_dataset():
     """Prepares --dataset in --data_dir; UserError (one line) when it cannot."""
     name, data_dir, manual = FLAGS.dataset, FLAGS.data_dir, FLAGS.manual_dir
     if manual is not None and name != "imagenet2012":
@@ -48,15 +48,15 @@ def prepare():
             os.makedirs(data_dir, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot create --data_dir={data_dir}: {e.strerror or e}") from None
-    with cli.quiet_stderr():  # TensorFlow's start-up lines
+    with console.quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
-        from resnet_nobn.data import cifar, imagenet, tfds_dir
+        from resnet_nobn.data import prepare, tfds_dir
     tf.get_logger().setLevel("ERROR")
-    tfds_dir.check_readable(name, imagenet.data_root(data_dir))
-    if name == imagenet.NAME:
-        builder = imagenet.prepare_builder(data_dir, manual)
+    tfds_dir.check_readable(name, prepare.data_root(data_dir))
+    if name == prepare.IMAGENET:
+        builder = prepare.imagenet_builder(data_dir, manual)
     else:
-        builder = cifar.tfds_builder(name, data_dir)
+        builder = prepare.tfds_builder(name, data_dir)
         if builder.is_prepared():
             info = DATASETS[name]
             tfds_dir.check_prepared(builder, name, (info.image_size, info.image_size, 3),
@@ -64,9 +64,9 @@ def prepare():
             print(f"{name} is already prepared in {builder.data_dir}", flush=True)
             return
         print(f"downloading {name} into {builder.data_dir} ...", flush=True)
-        cifar.download_and_prepare(builder)
+        prepare.download_and_prepare(builder)
     splits = ", ".join(f"{s} {v.num_examples:,}" for s, v in sorted(builder.info.splits.items()))
-    entry = "imagenet_train.py" if name == imagenet.NAME else f"cifar_train.py --dataset={name}"
+    entry = "imagenet_train.py" if name == prepare.IMAGENET else f"cifar_train.py --dataset={name}"
     print(f"{name} is prepared in {builder.data_dir} ({splits} images); train with: "
           f"python run/{entry}{f' --data_dir={data_dir}' if data_dir else ''}", flush=True)
 
@@ -77,7 +77,7 @@ def main(argv):
 
     def prepare_or_stop():
         try:
-            prepare()
+            prepare_dataset()
         except KeyboardInterrupt:  # tfds writes into a temporary directory, renamed when complete
             print("interrupted; nothing was prepared: re-run the same command", file=sys.stderr,
                   flush=True)

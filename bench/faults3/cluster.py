@@ -123,7 +123,7 @@ def theory_ctrl_c(s):
 def _labels_out_of_range(s, name, splits):
     import numpy as np
     from bench.fashion_mnist_as_cifar10 import write_arrays
-    from resnet_nobn.cli import quiet_stderr
+    from resnet_nobn.console import quiet_stderr
     rng = np.random.default_rng(0)
 
     def arrays(n, classes):

@@ -127,7 +127,7 @@ def advice_without_step(s):
 
 
 def _poison(prefix, optimizer_only=True):
-    from resnet_nobn.cli import quiet_stderr
+    from resnet_nobn.console import quiet_stderr
     with quiet_stderr():
         import numpy as np
         import tensorflow as tf

@@ -12,94 +12,16 @@ sees exactly the batches the uninterrupted run would have seen, on any number of
 (resnet_nobn/data/pipeline.py).
 """
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
 
 from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
-from resnet_nobn.data import download, tfds_dir
+from resnet_nobn.data import prepare, tfds_dir
 from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
-from resnet_nobn.errors import UserError, prepare_data_command
+from resnet_nobn.errors import UserError
 
 NAMES = ("cifar10", "cifar100")
-DOWNLOAD_RETRIES = 3  # tfds' retries of a failed download request (its default 10: 204 s offline)
-
-
-def prepare_tfds_builder(name, data_dir):
-    """Returns a prepared tfds builder, or raises UserError saying how to get the data.
-
-    With an explicit `data_dir` nothing is downloaded: the data must already be there. Without
-    one, tfds' default directory is used and tfds may download (CIFAR) into it.
-    """
-    builder = tfds_builder(name, data_dir)
-    if builder.is_prepared():
-        return builder
-    if data_dir is not None:
-        raise UserError(f"no prepared {name} in --data_dir={data_dir} "
-                        f"(expected {builder.data_dir}); {_how_to_prepare(name)}")
-    return download_and_prepare(builder)
-
-
-def tfds_builder(name, data_dir):
-    """The tfds builder of `name` in `data_dir` (None: tfds' default), prepared or not; UserError if
-    `data_dir` is not a directory or holds damaged files of the dataset."""
-    import tensorflow_datasets as tfds
-    if data_dir is not None and not os.path.isdir(data_dir):
-        raise UserError(f"--data_dir={data_dir} is not a directory; create it with "
-                        f"`{prepare_data_command(name, data_dir)}` or point it at a tfds data dir")
-    try:
-        builder = tfds.builder(name, data_dir=data_dir)
-        builder.is_prepared()
-    except Exception as e:  # noqa: BLE001 -- a damaged dataset_info.json and the like
-        if data_dir is not None:
-            tfds_dir.check_readable(name, data_dir)  # the damaged file and a fix that works
-        raise UserError(f"the {name} files in --data_dir={data_dir} are damaged ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:120] if str(e) else ''}); delete them and "
-                        f"prepare it again with `{prepare_data_command(name, data_dir)}`") from None
-    return builder
-
-
-def _how_to_prepare(name):
-    return (f"prepare it on a machine with internet access with `{prepare_data_command(name)}` "
-            f"and copy DIR here (or pass its path with --data_dir)")
-
-
-def _reason(e):
-    """`e` in a few words: requests' "...(host='H', ...): Max retries exceeded with url: U (Caused
-    by X(...))" as "ConnectionError: X for HU"; anything else as its type and its text."""
-    text = " ".join(str(e).split())
-    cause, url = re.search(r"Caused by (\w+)", text), re.search(r"with url: (\S+)", text)
-    host = re.search(r"host='([^']+)'", text)
-    if cause:
-        where = (host.group(1) if host else "") + (url.group(1) if url else "")
-        return f"{type(e).__name__}: {cause.group(1)}" + (f" for {where}" if where else "")
-    return f"{type(e).__name__}: {text[:160]}" if text else type(e).__name__
-
-
-def download_and_prepare(builder):
-    """Downloads CIFAR into the builder's data_dir and prepares it (tfds); returns the builder.
-
-    tfds retries a failed request `MAX_RETRIES` = 10 times with exponential backoff: 204 s before
-    any error where the server cannot be reached (measured). With tfds' own setting lowered to
-    DOWNLOAD_RETRIES for this call, and its progress bars off, an offline machine gets the one
-    UserError line in about a second.
-    """
-    import tensorflow_datasets as tfds
-    from tensorflow_datasets.core.download import downloader
-    name, default_retries = builder.name, downloader.MAX_RETRIES
-    seconds = download.timeout()  # each network wait (resnet_nobn/data/download.py)
-    downloader.MAX_RETRIES = DOWNLOAD_RETRIES
-    tfds.disable_progress_bar()
-    try:
-        with download.bounded(seconds):
-            builder.download_and_prepare()
-    except Exception as e:  # noqa: BLE001 -- any download failure is reported the same way
-        raise UserError(f"could not download {name} ({_reason(e)}"
-                        f"{download.explain(str(e), seconds)}); {_how_to_prepare(name)}") from None
-    finally:
-        downloader.MAX_RETRIES = default_retries
-    return builder
 
 
 def load_split(builder, split, info: DatasetInfo = None):
@@ -201,7 +123,7 @@ def make_input(cfg: TrainConfig):
     of classes, every file readable, every label in range) before training: UserError if
     unavailable or damaged (resnet_nobn/data/tfds_dir.py)."""
     info = DATASETS[cfg.dataset]
-    builder = prepare_tfds_builder(cfg.dataset, cfg.data_dir)
+    builder = prepare.cifar_builder(cfg.dataset, cfg.data_dir)
     tfds_dir.check_prepared(builder, cfg.dataset, (info.image_size, info.image_size, 3),
                             info.num_classes, ("train", "test"))
     return InMemoryInput(info, load_split(builder, "train", info), load_split(builder, "test", info),

@@ -1,9 +1,10 @@
 """The input of a run: which module reads which dataset, and synthetic data for any of them.
 
-CIFAR-10/100 are read by resnet_nobn/data/cifar.py, ImageNet by resnet_nobn/data/imagenet.py; both split
-every global batch over workers and replicas alike (resnet_nobn/data/pipeline.py). Each input has
-`train_dataset(ctx, global_batch, start_step)` of (images, labels), `num_eval_batches(global_batch)`
-and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding weighted 0.
+CIFAR-10/100 are read by resnet_nobn/data/cifar.py, ImageNet by resnet_nobn/data/imagenet.py;
+both split every global batch over workers and replicas alike (resnet_nobn/data/pipeline.py).
+Each input has `train_dataset(ctx, global_batch, start_step)` of (images, labels),
+`num_eval_batches(global_batch)` and `eval_dataset(ctx, global_batch)` of (images, labels,
+weights), the padding weighted 0.
 """
 import numpy as np
 import tensorflow as tf

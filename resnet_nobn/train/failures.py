@@ -18,7 +18,7 @@ from resnet_nobn.data import inputs
 from resnet_nobn.errors import UserError, broken_link, disk_full, unwritable
 from resnet_nobn.train import multiworker, rundir
 
-SUBDIRS = ("ckpt", "train", "eval")  # what a run writes into, besides model_dir's own files
+SUBDIRS = (rundir.CKPT,) + rundir.SUMMARIES  # what a run writes into, besides its own files
 
 
 def check_links(model_dir):
@@ -70,5 +70,5 @@ def _left_behind(cfg, trainer, new):
     if new and trainer is not None and trainer.chief and rundir.discard_new_run(cfg.model_dir):
         return (f"; removed {cfg.model_dir}, which this new run had made and saved nothing in "
                 "but its initialisation")
-    saved = rundir.steps_on_disk(os.path.join(cfg.model_dir, "ckpt"))
+    saved = rundir.steps_on_disk(os.path.join(cfg.model_dir, rundir.CKPT))
     return f"; its checkpoints are kept (the newest: ckpt-{saved[0]})" if saved else ""

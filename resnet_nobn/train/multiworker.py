@@ -32,7 +32,9 @@ import socket
 import sys
 import tempfile
 
+from resnet_nobn.cli import flag_text
 from resnet_nobn.errors import UserError, first_line, seconds_from_env
+from resnet_nobn.train import rundir
 
 # --------------------------------------------------------------------------------------------
 # TF_CONFIG and the timeouts, checked before TensorFlow starts
@@ -268,7 +270,7 @@ def _quiet_watcher(error_class):
 def peer_failure_message(e, step, model_dir):
     """A one-line explanation of a collective that failed because another worker went away."""
     import tensorflow as tf
-    last = tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
+    last = tf.train.latest_checkpoint(os.path.join(model_dir, rundir.CKPT))
     return (f"another worker failed or became unreachable near step {step} ({type(e).__name__}: "
             f"{first_line(e)}); restart every worker with the same command to resume from "
             f"{last or 'the beginning (no checkpoint yet)'}")
@@ -334,11 +336,7 @@ def check_same_settings(strategy, settings):
     if "seed" in differ and flat.get("head_seed") == flat["seed"]:  # it follows --seed (config.py)
         differ = [k for k in differ if k != "head_seed"]
     if differ:
-        mine = " ".join(f"--{k}={_flag(flat[k])}" for k in differ)
+        mine = " ".join(f"--{k}={flag_text(flat[k])}" for k in differ)
         raise UserError(f"the workers were started with different "
                         f"{', '.join('--' + k for k in differ)} (this worker: {mine}); start "
                         "every worker with the same command, the chief's, only TF_CONFIG differing")
-
-
-def _flag(value):
-    return ",".join(map(str, value)) if isinstance(value, list) else value
