@@ -37,7 +37,7 @@ import tarfile
 
 import tensorflow as tf
 
-from resnet_nobn.config import DATASETS
+from resnet_nobn.datasets import DATASETS
 from resnet_nobn.data import tfds_dir
 from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
 from resnet_nobn.errors import UserError, first_line, prepare_data_command
