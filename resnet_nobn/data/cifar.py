@@ -1,5 +1,10 @@
 """CIFAR-10/100 input (Section 4): tfds, held in memory, augmented as in the TensorFlow ResNet code.
 
+It reads every dataset of the CIFAR recipe (resnet_nobn/datasets.py), Fashion-MNIST too: images the
+dataset holds in another shape (Fashion-MNIST's 28x28 grey) become the network's 32x32x3 in one
+place, `to_network` (zero padding and the grey value in every channel), used by this pipeline and
+by the export's serving graph alike.
+
 Training augmentation (cifar_input.py of tensorflow/models/resnet, which the paper forked): zero-pad
 to 36x36 (`image_size + 4`, `crop_padding=2` pixels a side), random 32x32 crop, random horizontal
 flip, per-image standardisation. The test split is only standardised.
@@ -12,93 +17,15 @@ sees exactly the batches the uninterrupted run would have seen, on any number of
 (resnet_nobn/data/pipeline.py).
 """
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
-from resnet_nobn.data import download, tfds_dir
+from resnet_nobn.config import TrainConfig
+from resnet_nobn.data import prepare, tfds_dir
 from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
+from resnet_nobn.datasets import DATASETS, DatasetInfo
 from resnet_nobn.errors import UserError, prepare_data_command
-
-NAMES = ("cifar10", "cifar100")
-DOWNLOAD_RETRIES = 3  # tfds' retries of a failed download request (its default 10: 204 s offline)
-
-
-def prepare_tfds_builder(name, data_dir):
-    """Returns a prepared tfds builder, or raises UserError saying how to get the data.
-
-    With an explicit `data_dir` nothing is downloaded: the data must already be there. Without
-    one, tfds' default directory is used and tfds may download (CIFAR) into it.
-    """
-    builder = tfds_builder(name, data_dir)
-    if builder.is_prepared():
-        return builder
-    if data_dir is not None:
-        raise UserError(f"no prepared {name} in --data_dir={data_dir} "
-                        f"(expected {builder.data_dir}); {_how_to_prepare(name)}")
-    return download_and_prepare(builder)
-
-
-def tfds_builder(name, data_dir):
-    """The tfds builder of `name` in `data_dir` (None: tfds' default), prepared or not; UserError if
-    `data_dir` is not a directory or holds damaged files of the dataset."""
-    import tensorflow_datasets as tfds
-    if data_dir is not None and not os.path.isdir(data_dir):
-        raise UserError(f"--data_dir={data_dir} is not a directory; create it with "
-                        f"`{prepare_data_command(name, data_dir)}` or point it at a tfds data dir")
-    try:
-        builder = tfds.builder(name, data_dir=data_dir)
-        builder.is_prepared()
-    except Exception as e:  # noqa: BLE001 -- a damaged dataset_info.json and the like
-        raise UserError(f"the {name} files in --data_dir={data_dir} are damaged ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:120] if str(e) else ''}); prepare it again with "
-                        f"`{prepare_data_command(name)}`") from None
-    return builder
-
-
-def _how_to_prepare(name):
-    return (f"prepare it on a machine with internet access with `{prepare_data_command(name)}` "
-            f"and copy DIR here (or pass its path with --data_dir)")
-
-
-def _reason(e):
-    """`e` in a few words: requests' "...(host='H', ...): Max retries exceeded with url: U (Caused
-    by X(...))" as "ConnectionError: X for HU"; anything else as its type and its text."""
-    text = " ".join(str(e).split())
-    cause, url = re.search(r"Caused by (\w+)", text), re.search(r"with url: (\S+)", text)
-    host = re.search(r"host='([^']+)'", text)
-    if cause:
-        where = (host.group(1) if host else "") + (url.group(1) if url else "")
-        return f"{type(e).__name__}: {cause.group(1)}" + (f" for {where}" if where else "")
-    return f"{type(e).__name__}: {text[:160]}" if text else type(e).__name__
-
-
-def download_and_prepare(builder):
-    """Downloads CIFAR into the builder's data_dir and prepares it (tfds); returns the builder.
-
-    tfds retries a failed request `MAX_RETRIES` = 10 times with exponential backoff: 204 s before
-    any error where the server cannot be reached (measured). With tfds' own setting lowered to
-    DOWNLOAD_RETRIES for this call, and its progress bars off, an offline machine gets the one
-    UserError line in about a second.
-    """
-    import tensorflow_datasets as tfds
-    from tensorflow_datasets.core.download import downloader
-    name, default_retries = builder.name, downloader.MAX_RETRIES
-    seconds = download.timeout()  # each network wait (resnet_nobn/data/download.py)
-    downloader.MAX_RETRIES = DOWNLOAD_RETRIES
-    tfds.disable_progress_bar()
-    try:
-        with download.bounded(seconds):
-            builder.download_and_prepare()
-    except Exception as e:  # noqa: BLE001 -- any download failure is reported the same way
-        raise UserError(f"could not download {name} ({_reason(e)}"
-                        f"{download.explain(str(e), seconds)}); {_how_to_prepare(name)}") from None
-    finally:
-        downloader.MAX_RETRIES = default_retries
-    return builder
-
 
 def load_split(builder, split, info: DatasetInfo = None):
     """A whole tfds split as numpy arrays (images uint8 NHWC, labels int32).
@@ -122,14 +49,26 @@ def load_split(builder, split, info: DatasetInfo = None):
         files = os.path.join(str(builder.data_dir), f"{builder.name}-{split}.tfrecord-*")
         again = ("prepare the data again: "
                  + prepare_data_command(info.name, tfds_dir.data_dir_root(builder)))
-        if images.shape[1:] != (info.image_size, info.image_size, 3):
+        if images.shape[1:] != info.stored:
             raise UserError(f"{files} holds {'x'.join(map(str, images.shape[1:]))} images, "
-                            f"{info.name} has {info.image_size}x{info.image_size}x3; {again}")
+                            f"{info.name} has {'x'.join(map(str, info.stored))}; {again}")
         bad = labels[(labels < 0) | (labels >= info.num_classes)]
         if bad.size:
             raise UserError(f"{files} holds label {bad[0]}, outside 0..{info.num_classes - 1} of "
                             f"{info.name}; {again}")
     return images, labels
+
+
+def to_network(images, info: DatasetInfo):
+    """uint8 images (one, or a batch) as dataset `info` holds them (`info.stored`) as the network
+    takes them, image_size x image_size x 3: zero-padded evenly on each side (Fashion-MNIST's 28x28:
+    2 pixels a side) and a grey channel copied to three. CIFAR's pass unchanged."""
+    size = info.image_size
+    if info.stored != (size, size, 3):
+        images = tf.image.resize_with_crop_or_pad(images, size, size)  # pads: stored <= size
+        if info.stored[-1] == 1:
+            images = tf.image.grayscale_to_rgb(images)
+    return images
 
 
 def standardize(image):
@@ -148,15 +87,18 @@ def augment(image, seed, padding):
 
 
 class InMemoryInput:
-    """A dataset held in memory (CIFAR), read through tfds; the stream is a function of the step."""
+    """A dataset held in memory (CIFAR's recipe), read through tfds; the stream is a function of
+    the step. Images are held as the dataset stores them and made the network's (`to_network`)
+    as they are read."""
 
-    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2):
+    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2, mismatch=None):
         self.info, self.seed, self.crop_padding = info, seed, crop_padding
+        self.mismatch = mismatch  # tfds_dir.provenance: whose images these are, if not info's
         self._train_images, self._train_labels = train
         self._test_images, self._test_labels = test
 
     def train_dataset(self, ctx: tf.distribute.InputContext, global_batch, start_step):
-        n, seed, padding = len(self._train_labels), self.seed, self.crop_padding
+        n, seed, padding, info = len(self._train_labels), self.seed, self.crop_padding, self.info
         images = tf.constant(self._train_images)
         labels = tf.constant(self._train_labels)
 
@@ -171,8 +113,8 @@ class InMemoryInput:
 
         def load(t):
             pos, idx = t[0], t[1]
-            image = augment(tf.gather(images, idx), tf.stack([tf.constant(seed, tf.int64), pos]),
-                            padding)
+            image = augment(to_network(tf.gather(images, idx), info),
+                            tf.stack([tf.constant(seed, tf.int64), pos]), padding)
             return standardize(image), tf.gather(labels, idx)
 
         return batch_and_prefetch(pipeline_part(ds, global_batch, ctx), load, ctx, global_batch)
@@ -190,18 +132,20 @@ class InMemoryInput:
 
         def load(i):
             j = tf.minimum(i, n - 1)
-            return standardize(tf.gather(images, j)), tf.gather(labels, j), tf.cast(i < n, tf.float32)
+            image = standardize(to_network(tf.gather(images, j), self.info))
+            return image, tf.gather(labels, j), tf.cast(i < n, tf.float32)
 
         return batch_and_prefetch(ds, load, ctx, global_batch)
 
 
 def make_input(cfg: TrainConfig):
-    """The CIFAR input of `cfg`, both splits read into memory and checked (image shape, number
-    of classes, every file readable, every label in range) before training: UserError if
-    unavailable or damaged (resnet_nobn/data/tfds_dir.py)."""
+    """The input of `cfg` (a dataset of the CIFAR recipe), both splits read into memory and checked
+    (image shape, number of classes, every file readable, every label in range) before training:
+    UserError if unavailable or damaged (resnet_nobn/data/tfds_dir.py). A directory holding
+    another dataset's images under the name is trained on, and its `mismatch` kept for the run's
+    records."""
     info = DATASETS[cfg.dataset]
-    builder = prepare_tfds_builder(cfg.dataset, cfg.data_dir)
-    tfds_dir.check_prepared(builder, cfg.dataset, (info.image_size, info.image_size, 3),
-                            info.num_classes, ("train", "test"))
+    builder = prepare.prepared_builder(cfg.dataset, cfg.data_dir)
+    tfds_dir.check_prepared(builder, cfg.dataset, info.stored, info.num_classes, ("train", "test"))
     return InMemoryInput(info, load_split(builder, "train", info), load_split(builder, "test", info),
-                         cfg.seed, cfg.crop_padding)
+                         cfg.seed, cfg.crop_padding, tfds_dir.provenance(builder, info))

@@ -3,7 +3,7 @@
 tfds downloads with `requests` and no timeout: behind a proxy (or a server) that accepts the
 connection and never answers, it waits for ever. `bounded()` gives each of tfds' requests a
 timeout of `timeout()` seconds for connecting (the proxy's answer to CONNECT included) and for
-each read. With the retries resnet_nobn/data/cifar.py allows (DOWNLOAD_RETRIES), a CIFAR download
+each read. With the retries resnet_nobn/data/prepare.py allows (DOWNLOAD_RETRIES), a CIFAR download
 behind a proxy that never answers ends after about six such waits and TensorFlow's start-up. `explain(text, seconds)` names
 the proxy the host of a failed request goes through, and the bound, for the user's one line.
 """

@@ -56,6 +56,10 @@ class Trainer:
         log(description, self.chief)
         check_memory(cfg, replicas)
         self.input = inputs.make_input(cfg)
+        self.mismatch = getattr(self.input, "mismatch", None)  # another dataset under the name
+        if self.mismatch:
+            log(f"warning: {self.mismatch}; the run trains on it and records it as such "
+                "(results.json data_mismatch)", self.chief)
         # the run's config.json (None: a new run) and the changes this resume makes to it
         self.run_config, self.changes = rundir.check_model_dir(cfg)
         self.model, self.optimizer = steps.build(cfg, self.strategy)
@@ -159,6 +163,7 @@ class Trainer:
             "git_commit": rundir.git_commit(),
             "history": history,
             **self.train_log.results(),
+            **({"data_mismatch": self.mismatch} if self.mismatch else {}),
             "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
             rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
             "config": recorded,
