@@ -23,7 +23,8 @@ def _assert_one_line_error(proc, *fragments):
 
 
 def test_help_explains_every_flag():
-    proc = run_cli("cifar_train.py", "--help")  # absl exits 1 after printing help
+    proc = run_cli("cifar_train.py", "--help")
+    assert proc.returncode == 0, proc.stderr
     for flag in ("dataset", "data_dir", "use_synthetic_data", "norm", "init", "head",
                  "blocks_per_stage", "widths", "train_steps", "batch_size", "learning_rate",
                  "lr_boundaries", "weight_decay", "seed", "warmup_steps", "model_dir",

@@ -43,9 +43,6 @@ from resnet_nobn.train.rundir import (DIVERGED, atomic_write_json, holder, pendi
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 
-ENTRY_POINTS = {"cifar10": "run/cifar_train.py", "cifar100": "run/cifar_train.py",
-                "imagenet2012": "run/imagenet_train.py"}
-
 
 # --------------------------------------------------------------------------------------------
 # Run state
@@ -124,13 +121,16 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
     A finished run is skipped; a partial one resumes from its checkpoint; a failed one (bad
     flags, a crash, a timeout) is skipped unless `retry_failed`; a diverged one is skipped unless
     `follow_advice`, and then continued once with the flags of its `retry with:` line (a run that
-    diverges again with them stays diverged). `timeout` (seconds) bounds each launch. The caller
+    diverges again with them stays diverged). `timeout` (seconds) bounds each launch. Every run
+    that exists gets its HParams (resnet_nobn/study/hparams.py), launched here or not. The caller
     checks `check_compatible` for every configuration first, before writing anything.
     """
     states = {}
     for i, cfg in enumerate(configs):
         tag = f"[{i + 1}/{len(configs)}] {cfg.model_dir}"
         state = run_state(cfg)
+        if os.path.isdir(cfg.model_dir):  # also a run trained elsewhere (--print_commands' jobs)
+            write_run_hparams(cfg)
         for attempt in (1, 2):  # the second: a run that diverged, once with its advice
             followed = bool(advice.advised_flags(_results(cfg)))
             why = skipped(cfg, state, retry_failed, follow_advice)
@@ -206,8 +206,12 @@ def _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log, pyth
                   last_lines=_tail(log_path))
     results = _results(cfg)
     if state == "finished":
+        error = ("memorisation error on its fixed random batch (--use_synthetic_data)"
+                 if cfg.use_synthetic_data else "top-1 error")
+        mismatch = results.get("data_mismatch")
         log(f"{tag}: finished in {time.time() - t0:.0f} s, step {results.get('global_step')}, "
-            f"top-1 error {_pct(results.get('top1_error'))}")
+            f"{error} {_pct(results.get('top1_error'))}"
+            + (f" (warning: {mismatch})" if mismatch else ""))
     elif state == "diverged":
         diverged = read_json(os.path.join(cfg.model_dir, DIVERGED)) or {}
         log(f"{tag}: diverged (exit {rc}) at step {diverged.get('step')}; retry with: "

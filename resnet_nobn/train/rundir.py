@@ -6,7 +6,8 @@ settings (`check_model_dir`; what a resume may change is in resnet_nobn/config.p
 a divergence what diverged.json's `retry with:` line advises, read by `retry_flags` for the
 trainer and the study alike; results.json records each change with its step under
 `resume_changes`, those that followed the advice being `advised`); the chief holds
-`model_dir/.lock` while it runs (`locked`). `ckpt/` holds the checkpoints (`steps_on_disk`);
+`model_dir/.lock` while it runs (`locked`). A run re-run once finished is told so at once
+(`finished`). `ckpt/` holds the checkpoints (`steps_on_disk`);
 which of them a run restores is resnet_nobn/train/checkpoints.py's rule.
 
 This module reads and writes files only (no TensorFlow).
@@ -133,6 +134,29 @@ def check_model_dir(cfg):
              if advice else "")
     raise UserError(f"--model_dir={cfg.model_dir} holds a run trained with other settings "
                     f"({said}){retry}; re-run with that run's flags or use a new --model_dir")
+
+
+def finished(cfg):
+    """One line saying that `cfg.model_dir` holds this run finished, or None. Finished: its
+    config.json is this configuration (`check_model_dir`: another one is refused here, as a run
+    would), results.json records step --train_steps evaluated, its newest checkpoint is of that
+    step, no divergence is pending and no process holds it. A re-run then has nothing to do, and
+    says so without loading TensorFlow; anything else takes the trainer's own path."""
+    if cfg.eval_only or not os.path.exists(os.path.join(cfg.model_dir, "config.json")):
+        return None
+    check_model_dir(cfg)
+    results = read_json(os.path.join(cfg.model_dir, "results.json")) or {}
+    history = [h for h in results.get("history") or [] if isinstance(h, dict)]
+    step = results.get("global_step")
+    if (step != cfg.train_steps or not history or history[-1].get("step") != step
+            or steps_on_disk(os.path.join(cfg.model_dir, "ckpt"))[:1] != [step]
+            or pending_divergence(cfg.model_dir) or holder(cfg.model_dir)):
+        return None
+    error = history[-1].get("top1_error")
+    said = f"{100 * error:.2f}%" if isinstance(error, (int, float)) else "not recorded"
+    return (f"{cfg.model_dir} holds this run finished: step {step} of {cfg.train_steps}, top-1 "
+            f"error {said} at step {step} (results.json); nothing to train. A larger "
+            "--train_steps trains on; --eval_only evaluates it again")
 
 
 def pending_divergence(model_dir):
