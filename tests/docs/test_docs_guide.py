@@ -111,6 +111,24 @@ def test_user_guides_carry_no_lab_notebook(page):
     assert len(dates) <= tables, (page, dates)
 
 
+@pytest.mark.parametrize("page", ["benchmarks.md", "theory_results.md"])
+def test_results_pages_give_each_table_its_command_and_one_provenance_line(page):
+    """A results page: every section with a table shows the command that made it and one line
+    "Measured DATE ..." (or "Counted"); no table column is named after a commit or a date, and no
+    row's history is told ("an earlier version")."""
+    text = _read(os.path.join(ROOT, "docs", page))
+    for heading, body in _sections(text).items():
+        if not re.search(r"^\|[ -:|]+\|$", body, flags=re.M):
+            continue
+        assert re.search(r"^```bash\n.*?(python|run/|bench/)", body, flags=re.M | re.S) or \
+            re.search(r"`(nice -n \d+ )?python [^`]+`", body), (page, heading, "no command")
+        provenance = re.findall(r"^(?:Measured|Counted) 20\d\d-\d\d-\d\d\b", body, flags=re.M)
+        assert len(provenance) == 1, (page, heading, provenance)
+        for header in re.findall(r"^(\|.*\|)\n\|[ -:|]+\|$", body, flags=re.M):
+            assert not re.search(HISTORY[1][0] + r"|\b20\d\d-\d\d-\d\d\b", header), (page, header)
+    assert not re.search(r"(?i)an earlier version|since folded|previous construction", text), page
+
+
 @pytest.mark.parametrize("page, words", [("training.md", 2500), ("theory.md", 2500)])
 def test_user_guides_are_short_enough_to_read(page, words):
     assert len(_read(os.path.join(ROOT, "docs", page)).split()) <= words
