@@ -212,3 +212,21 @@ def test_prepare_data_prepares_debians_fashion_mnist_whole_without_network(tmp_p
     assert proc.returncode == 0, proc.stderr
     assert f"from {DEBIAN} (no download)" in proc.stdout
     assert "(test 10,000, train 60,000 images)" in proc.stdout, proc.stdout
+
+
+def test_without_debians_files_fashion_mnist_is_downloaded_and_offline_says_how_to_get_it(
+        tmp_path, monkeypatch, no_network):
+    from resnet_nobn.data import fashion_mnist, prepare
+    from resnet_nobn.errors import UserError
+    monkeypatch.setattr(fashion_mnist, "SOURCE", str(tmp_path / "not-installed"))
+    for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in no_network.items():
+        if k.lower().endswith("_proxy"):
+            monkeypatch.setenv(k, v)
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(UserError, match=r"could not download fashion_mnist .*apt-get install "
+                                        r"dataset-fashion-mnist.*--manual_dir.*--use_synthetic"):
+        prepare.prepare(prepare.tfds_builder("fashion_mnist", str(data)))
+    assert os.listdir(data) == []  # the directory was there before: only what it made is gone
