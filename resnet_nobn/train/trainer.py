@@ -58,8 +58,7 @@ class Trainer:
         self.input = inputs.make_input(cfg)
         self.mismatch = getattr(self.input, "mismatch", None)  # another dataset under the name
         if self.mismatch:
-            log(f"warning: {self.mismatch}; the run trains on it and records it as such "
-                "(results.json data_mismatch)", self.chief)
+            log(f"warning: {self.mismatch}; recorded as data_mismatch in results.json", self.chief)
         # the run's config.json (None: a new run) and the changes this resume makes to it
         self.run_config, self.changes = rundir.check_model_dir(cfg)
         self.model, self.optimizer = steps.build(cfg, self.strategy)
@@ -146,20 +145,15 @@ class Trainer:
             return results
         recorded = self.run_config if cfg.eval_only and self.run_config else cfg.to_json()
         results = {
-            "dataset": cfg.dataset,
-            "global_step": self.step,
-            "top1_error": last.get("top1_error"),
-            "top5_error": last.get("top5_error"),
+            "dataset": cfg.dataset, "global_step": self.step,
+            "top1_error": last.get("top1_error"), "top5_error": last.get("top5_error"),
             "trainable_params": self.trainable_params,
             "num_replicas": self.strategy.num_replicas_in_sync,
-            "device_kind": self.device_kind,
-            "devices_per_worker": self.device_count,
+            "device_kind": self.device_kind, "devices_per_worker": self.device_count,
             "strategy": type(self.strategy).__name__,
-            "images_per_sec": images_per_sec,
-            "wall_time_s": wall_time,
+            "images_per_sec": images_per_sec, "wall_time_s": wall_time,
             "seed": recorded["seed"],
-            "tf_version": tf.__version__,
-            "keras_version": keras.__version__,
+            "tf_version": tf.__version__, "keras_version": keras.__version__,
             "git_commit": rundir.git_commit(),
             "history": history,
             **self.train_log.results(),
