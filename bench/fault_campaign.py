@@ -24,7 +24,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from resnet_nobn.cli import quiet_stderr  # noqa: E402
+from resnet_nobn.console import quiet_stderr  # noqa: E402
 TINY = ["--use_synthetic_data", "--widths=8,8,8", "--stem_width=8", "--blocks_per_stage=1",
         "--batch_size=8", "--eval_steps=2", "--learning_rate=0.01"]
 

@@ -107,7 +107,7 @@ def copy_base(scratch, name):
 
 def tf_quiet():
     """TensorFlow's start-up lines of this process (it edits checkpoints, writes tfds dirs) hidden."""
-    from resnet_nobn.cli import quiet_stderr
+    from resnet_nobn.console import quiet_stderr
     return quiet_stderr()
 
 

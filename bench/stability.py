@@ -27,9 +27,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from resnet_nobn.study.advice import advised_flags, flag_value  # noqa: E402  (none imports TensorFlow)
+from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
 from resnet_nobn.datasets import DATASETS  # noqa: E402
+from resnet_nobn.study.advice import advised_flags  # noqa: E402
 from resnet_nobn.train.rundir import pending_divergence, read_json, retry_flags  # noqa: E402
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
@@ -45,7 +46,7 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
     "paper_tau1_clip1": PAPER + ["--max_branch_norm=1", "--clip_norm=1"],  # and remedies that keep
     # the paper's net (recipes.py; {warmup}: warmup_rule's steps; a lower rate is `paper` run
     # at that --learning_rate)
-    **{name: PAPER + [f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={flag_value(v)}"
+    **{name: PAPER + [f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={flag_text(v)}"
                       for k, v in flags.items()]
        for name, (flags, _) in REMEDIES.items() if "learning_rate" not in flags},
     # the paper's net; where it diverges, re-run with its own `retry with:` flags (same model_dir)

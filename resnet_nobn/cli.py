@@ -1,15 +1,15 @@
 """The command line of run/cifar_train.py and run/imagenet_train.py: one absl flag per option of
 TrainConfig and ModelConfig, its default from a recipe (resnet_nobn/recipes.py).
 
-`define_flags(recipe)` makes the flags from the dataclass fields (help, unit, bounds and choices
-are the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing);
-`config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are
-all the others. Nothing else reads FLAGS. `main` does all of this before TensorFlow is imported,
-so a bad flag is said at once (one line, exit status 2). `start(main)` is how every absl entry
-point under run/ starts: `parse_flags` says absl's own errors (a flag that does not parse, a
-missing required flag, a flagfile that cannot be read) and a `UsageError` in one line too.
+`define_flags(recipe)` makes the flags from the dataclass fields (help, unit, bounds and choices are
+the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing);
+`config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are all
+the others. Nothing else reads FLAGS. The training main (resnet_nobn/train/main.py) does all of this
+before TensorFlow is imported, so a bad flag is said at once (one line, exit status 2).
+`start(main)` is how every absl entry point under run/ starts: `parse_flags` says absl's own errors
+(a flag that does not parse, a missing required flag, a flagfile that cannot be read) and a
+`UsageError` in one line too.
 """
-import contextlib
 import dataclasses
 import os
 import re
@@ -23,18 +23,36 @@ from resnet_nobn.config import ModelConfig, TrainConfig, options, resolve_init
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError
 from resnet_nobn.recipes import datasets_of
-from resnet_nobn.train import cluster, multiworker, rundir
 
 _RECIPE = []  # the recipe define_flags was given: config_from_flags starts from it
 
 
-def _text(value, one_for_all=False):
-    """A config value as flag text: tuples become comma lists (or one number, if all the same)."""
-    if not isinstance(value, tuple):
-        return value
-    if one_for_all and value and len(set(value)) == 1:
-        return str(value[0])
-    return ",".join(str(v) for v in value)
+def flag_text(value):
+    """A configuration value (or a config.json one) as its flag says it, the one formatter of
+    flag values: 1.0 -> 1, (1, 2) and [1, 2] -> 1,2, True -> true."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
+    if isinstance(value, (list, tuple)):
+        return ",".join(flag_text(v) for v in value)
+    return str(value)
+
+
+def blocks_text(blocks, sep=","):
+    """--blocks_per_stage as text: one number when every stage has it, else the stages' numbers
+    joined by `sep`: (9, 9, 9) -> '9'; (3, 4, 6, 3) -> '3,4,6,3' (a study's names: '3-4-6-3')."""
+    blocks = tuple(blocks)
+    return str(blocks[0]) if len(set(blocks)) == 1 else sep.join(str(b) for b in blocks)
+
+
+def parse_blocks(text, num_stages):
+    """--blocks_per_stage text as the tuple of blocks per stage, the one parser of it: '3' ->
+    (3,) * num_stages (one number for every stage); '3,4,6,3', '3-4-6-3' or '3:4:6:3' -> (3, 4,
+    6, 3). ValueError for an entry that is not an integer; counts and bounds are the caller's."""
+    blocks = tuple(int(p) for p in re.split(r",|:|(?<=\d)-(?=\d)", text) if p.strip())
+    return blocks * num_stages if len(blocks) == 1 else blocks
 
 
 def define_flags(recipe: TrainConfig):
@@ -49,7 +67,10 @@ def define_flags(recipe: TrainConfig):
         m = f.metadata
         if not _applies(f, recipe):
             continue
-        default = m.get("flag_default", _text(getattr(owner, f.name), m.get("one_for_all")))
+        value = getattr(owner, f.name)
+        text = (blocks_text(value) if m.get("one_for_all") else flag_text(value)
+                if isinstance(value, tuple) else value)
+        default = m.get("flag_default", text)
         help_text = m["help"] + (f" [{m['unit']}]" if m["unit"] else "")
         choices = datasets_of(recipe) if f.name == "dataset" else m.get("flag_choices", m["choices"])
         if choices:
@@ -74,11 +95,14 @@ def _applies(field, recipe):
     return not only_for or bool(set(only_for) & set(datasets_of(recipe)))
 
 
-def _value(field, text):
-    """The config value of a flag: comma lists become tuples of ints."""
+def _value(field, text, num_stages=None):
+    """The config value of a flag: comma lists become tuples of ints, and --blocks_per_stage one
+    number for each of `num_stages` stages if it is one number (`parse_blocks`)."""
     if not isinstance(field.default, tuple):
         return text
     try:
+        if field.metadata.get("one_for_all"):
+            return parse_blocks(text, num_stages)
         return tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise ValueError(f"--{field.name} {field.metadata['check'][1]}") from None
@@ -88,11 +112,12 @@ def config_from_flags(FLAGS) -> TrainConfig:
     """The parsed flags, once, as the frozen run configuration; UserError if they make none."""
     (recipe,) = _RECIPE
     try:
-        model = {f.name: _value(f, FLAGS[f.name].value) for f in options(ModelConfig)
-                 if _applies(f, recipe)}
+        fields = [f for f in options(ModelConfig) if _applies(f, recipe)]
+        model = {f.name: _value(f, FLAGS[f.name].value) for f in fields
+                 if not f.metadata.get("one_for_all")}
+        model.update({f.name: _value(f, FLAGS[f.name].value, len(model["widths"])) for f in fields
+                      if f.metadata.get("one_for_all")})  # one number for every stage
         info = DATASETS[FLAGS.dataset]
-        if len(model["blocks_per_stage"]) == 1:  # one number for every stage
-            model["blocks_per_stage"] *= len(model["widths"])
         model.update(num_classes=info.num_classes, image_size=info.image_size,
                      init=resolve_init(model["init"], model["norm"]))
         return dataclasses.replace(
@@ -101,11 +126,6 @@ def config_from_flags(FLAGS) -> TrainConfig:
                if _applies(f, recipe)})
     except ValueError as e:  # the checks of config.py, in the words of the command line
         raise UserError(str(e)) from None
-
-
-def run():
-    """Runs the entry point whose flags define_flags made (absl parses them, then `main`)."""
-    start(main)
 
 
 def start(entry_main, takes_arguments=False):
@@ -182,48 +202,6 @@ def parse_flags(argv, takes_arguments=False):
     if len(rest) > 1 and not takes_arguments:
         _refuse(f"unexpected arguments: {' '.join(rest[1:])}")
     return rest
-
-
-def main(argv):
-    """absl main of run/*.py: the flags were parsed; here they become a config, once, and are
-    checked, before TensorFlow is loaded; then one training run."""
-    from absl import logging
-    logging.set_verbosity(logging.ERROR)  # absl warnings of tfds and TensorFlow: errors are ours
-
-    def configure_and_train():
-        cfg = config_from_flags(flags.FLAGS)
-        multiworker.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
-        if cluster.wants_multi_worker(cfg.strategy):
-            multiworker.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
-        else:  # a finished run re-run: said at once, nothing built (not for a cluster's workers)
-            done = rundir.finished(cfg)
-            if done:
-                print(done, flush=True)
-                return
-        with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
-            import tensorflow as tf
-            from resnet_nobn.train import trainer
-            cluster.probe_devices()
-        tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
-        trainer.train(cfg)
-
-    main_wrapper(configure_and_train)
-
-
-@contextlib.contextmanager
-def quiet_stderr():
-    """Sends file descriptor 2 to /dev/null inside the block (C++ start-up logging that
-    TF_CPP_MIN_LOG_LEVEL does not silence); an exception raised inside restores it first."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def main_wrapper(run, interrupted="interrupted; re-run the same command to resume from the last "

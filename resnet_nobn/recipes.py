@@ -18,10 +18,10 @@ def cifar() -> TrainConfig:
 
 
 def imagenet() -> TrainConfig:
-    """ImageNet (Section 4.2): the all-convolutional ResNet-34 variant (resnet_nobn/data/imagenet.py);
-    global batch 256, learning rate 0.1 times 0.94 every two epochs, 700k steps. One epoch is
-    1,281,167 / 256 = 5,004.56 steps, so the rate is multiplied by 0.94 every 10,009 steps.
-    Momentum 0.9 and weight decay 1e-4 as for CIFAR."""
+    """ImageNet (Section 4.2): the all-convolutional ResNet-34 variant
+    (resnet_nobn/data/imagenet.py); global batch 256, learning rate 0.1 times 0.94 every two epochs,
+    700k steps. One epoch is 1,281,167 / 256 = 5,004.56 steps, so the rate is multiplied by 0.94
+    every 10,009 steps. Momentum 0.9 and weight decay 1e-4 as for CIFAR."""
     info = DATASETS["imagenet2012"]
     model = ModelConfig(num_classes=info.num_classes, image_size=info.image_size,
                         widths=(84, 168, 336, 672), blocks_per_stage=(3, 4, 6, 3),
@@ -47,8 +47,8 @@ def warmup_rule(train_steps, lr_boundaries=(), lr_decay_every=0):
     ramp over the first half of the first rate period (the steps before the first
     --lr_boundaries entry, or --lr_decay_every, or --train_steps with neither). The paper's 60k
     steps: 15,000 steps of its first 30,000; a 1,500-step run with drops at 750 and 1,250: 375.
-    The ramp is a function of the global step (resnet_nobn/train/steps.py): a run continued from step s
-    runs at min(1, (s+1)/W) of its rate there, as if it had warmed up from step 0."""
+    The ramp is a function of the global step (resnet_nobn/train/steps.py): a run continued from
+    step s runs at min(1, (s+1)/W) of its rate there, as if it had warmed up from step 0."""
     first = lr_boundaries[0] if lr_boundaries else (lr_decay_every or train_steps)
     return max(1, first // 2)
 

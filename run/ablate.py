@@ -48,10 +48,10 @@ _spec = importlib.util.spec_from_file_location("_study_entry_point", ENTRY)
 _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
 TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
 
-from resnet_nobn import cli
+from resnet_nobn import cli, console
 from resnet_nobn.errors import UserError
 from resnet_nobn.study import advice
-from resnet_nobn.train.rundir import read_json
+from resnet_nobn.train.rundir import RESULTS, read_json
 
 flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
                     "experiment summary, and the report.")
@@ -148,7 +148,7 @@ def run():
                 print(shlex.join(grid.command(cfg, ENTRY, base_args) + launcher.launch_flags(
                     cfg, FLAGS.follow_retry_advice)))
         return
-    with cli.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
+    with console.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
         import tensorflow as tf
         from tensorboard.plugins.hparams import api  # noqa: F401
     tf.get_logger().setLevel("ERROR")
@@ -170,7 +170,7 @@ def run():
           f"{f', {len(running)} running in another process' if running else ''}; "
           f"report: python run/report.py --root={FLAGS.root}", flush=True)
     diverged = by_state.get("diverged", [])
-    again = [d for d in diverged if advice.advised_flags(read_json(os.path.join(d, "results.json")))]
+    again = [d for d in diverged if advice.advised_flags(read_json(os.path.join(d, RESULTS)))]
     problems = [_unfinished([d for d in diverged if d not in again], "diverged"),
                 _unfinished(again, "diverged again"), _unfinished(by_state.get("failed", []), "failed")]
     if any(problems):

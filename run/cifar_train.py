@@ -9,7 +9,8 @@ finished run says so and exits.
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 from resnet_nobn import cli, recipes
+from resnet_nobn.train import main
 
 cli.define_flags(recipes.cifar())
 if __name__ == "__main__":
-    cli.run()
+    main.run()

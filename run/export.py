@@ -13,7 +13,7 @@ written: resnet_nobn/export/writer.py.
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 from absl import flags, logging
 
-from resnet_nobn import cli
+from resnet_nobn import cli, console
 
 flags.DEFINE_string("model_dir", None, "The --model_dir of the training run to export.")
 flags.DEFINE_string("export_dir", None, "Directory to write the export to (created; must not "
@@ -32,7 +32,7 @@ def main(argv):
     def run():
         from resnet_nobn.export import writer
         writer.check_paths(FLAGS.model_dir, FLAGS.export_dir, FLAGS.checkpoint, FLAGS.overwrite)
-        with cli.quiet_stderr():  # TensorFlow's start-up lines
+        with console.quiet_stderr():  # TensorFlow's start-up lines
             import tensorflow as tf
         tf.get_logger().setLevel("ERROR")
         writer.export(FLAGS.model_dir, FLAGS.export_dir, FLAGS.checkpoint, FLAGS.overwrite)

@@ -12,7 +12,7 @@ with their control characters escaped.
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 from absl import app, flags
 
-from resnet_nobn import cli
+from resnet_nobn import cli, console
 
 flags.DEFINE_string("export_dir", None, "Directory written by run/export.py.")
 flags.DEFINE_bool("resize", False, "CIFAR: resize images of another size to 32x32 (bilinear, "
@@ -29,7 +29,7 @@ def main(argv):
     def run():
         from resnet_nobn.export import predict
         read = predict.read_export(FLAGS.export_dir)  # checked before TensorFlow loads
-        with cli.quiet_stderr():  # TensorFlow's start-up lines
+        with console.quiet_stderr():  # TensorFlow's start-up lines
             import tensorflow as tf
         tf.get_logger().setLevel("ERROR")
         for path, note, top in predict.predict(FLAGS.export_dir, files, FLAGS.resize, read):

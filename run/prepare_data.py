@@ -25,7 +25,7 @@ import sys
 
 from absl import flags
 
-from resnet_nobn import cli
+from resnet_nobn import cli, console
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError
 
@@ -45,7 +45,7 @@ flags.mark_flag_as_required("dataset")
 FLAGS = flags.FLAGS
 
 
-def prepare():
+def prepare_dataset():
     """Prepares --dataset in --data_dir; UserError (one line) when it cannot, with nothing left
     behind in --data_dir (a directory it made is removed)."""
     name, data_dir, manual = FLAGS.dataset, FLAGS.data_dir, FLAGS.manual_dir
@@ -58,40 +58,40 @@ def prepare():
                         f"{name}'s are JPEG files: use your own")
     if data_dir and os.path.exists(data_dir) and not os.path.isdir(data_dir):
         raise UserError(f"--data_dir={data_dir} is a file, not a directory; give another path")
-    with cli.quiet_stderr():  # TensorFlow's start-up lines
+    with console.quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
         import tensorflow_datasets as tfds
-        from resnet_nobn.data import imagenet, prepare as preparing, tfds_dir
+        from resnet_nobn.data import prepare, tfds_dir
     tf.get_logger().setLevel("ERROR")
-    root = imagenet.data_root(data_dir)
-    with preparing.leaves_nothing(root, name):
+    root = prepare.data_root(data_dir)
+    with prepare.leaves_nothing(root, name):
         try:
             os.makedirs(root, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot create --data_dir={data_dir}: {e.strerror or e}") from None
         tfds_dir.check_readable(name, root)
-        if name == imagenet.NAME:
-            builder = imagenet.prepare_builder(data_dir, manual)
+        if name == prepare.IMAGENET:
+            builder = prepare.imagenet_builder(data_dir, manual)
         else:
-            builder = preparing.tfds_builder(name, data_dir)
+            builder = prepare.tfds_builder(name, data_dir)
             if builder.is_prepared():
                 tfds_dir.check_prepared(builder, name, info.stored, info.num_classes,
                                         ("train", "test"))
                 print(f"{name} is already prepared in {builder.data_dir}", flush=True)
-                _examples(preparing, builder)
+                _examples(prepare, builder)
                 return
             tfds.disable_progress_bar()
-            builder = preparing.prepare(builder, manual)
+            builder = prepare.prepare(builder, manual)
     splits = ", ".join(f"{s} {v.num_examples:,}" for s, v in sorted(builder.info.splits.items()))
-    entry = "imagenet_train.py" if name == imagenet.NAME else f"cifar_train.py --dataset={name}"
+    entry = "imagenet_train.py" if name == prepare.IMAGENET else f"cifar_train.py --dataset={name}"
     print(f"{name} is prepared in {builder.data_dir} ({splits} images); train with: "
           f"python run/{entry}{f' --data_dir={data_dir}' if data_dir else ''}", flush=True)
-    _examples(preparing, builder)
+    _examples(prepare, builder)
 
 
-def _examples(preparing, builder):
+def _examples(prepare, builder):
     if FLAGS.examples_dir is not None:
-        paths = preparing.write_examples(builder, FLAGS.examples_dir)
+        paths = prepare.write_examples(builder, FLAGS.examples_dir)
         print(f"wrote {len(paths)} test images to {FLAGS.examples_dir}: "
               f"{os.path.basename(paths[0])} ... {os.path.basename(paths[-1])}", flush=True)
 
@@ -102,7 +102,7 @@ def main(argv):
 
     def prepare_or_stop():
         try:
-            prepare()
+            prepare_dataset()
         except KeyboardInterrupt:  # tfds writes into a temporary directory, renamed when complete
             print("interrupted; nothing was prepared: re-run the same command", file=sys.stderr,
                   flush=True)

@@ -76,7 +76,8 @@ def imports(root):
 
 def floors(root):
     """[[unit, ...] per floor, top floor first] from the code block under "## Floors" in
-    docs/architecture.md; a unit is a package (`resnet_nobn/train/`) or a module (`resnet_nobn/cli.py`)."""
+    docs/architecture.md; a unit is a package (`resnet_nobn/train/`) or a module
+    (`resnet_nobn/cli.py`)."""
     text = open(os.path.join(root, "docs", "architecture.md"), encoding="utf-8").read()
     block = re.search(r"^## Floors\n.*?^```text\n(.*?)^```", text, re.S | re.M)
     assert block, "docs/architecture.md has no ```text block under '## Floors'"

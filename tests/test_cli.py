@@ -256,3 +256,19 @@ def test_an_error_line_quotes_tensorflows_informative_line_not_its_preamble():
                                  "truncated")
     assert first_line(KeyError()) == "KeyError"
     assert first_line(OSError("x" * 500), 160) == "x" * 160
+
+
+def test_one_formatter_and_one_blocks_parser_for_every_flag_value():
+    """cli.flag_text writes a value as its flag says it (the advice, the model card, the flag
+    defaults); cli.parse_blocks reads --blocks_per_stage for the command line and the study."""
+    from resnet_nobn import cli
+    from resnet_nobn.study import grid
+    assert [cli.flag_text(v) for v in (1.0, 0.05, True, (64, 128), [1, 2], "none")] == [
+        "1", "0.05", "true", "64,128", "1,2", "none"]
+    assert cli.parse_blocks("3", 4) == (3, 3, 3, 3) and cli.parse_blocks("9,", 3) == (9, 9, 9)
+    for text in ("3,4,6,3", "3-4-6-3", "3:4:6:3"):
+        assert cli.parse_blocks(text, 4) == grid.parse_blocks(text, 4) == (3, 4, 6, 3)
+    assert cli.parse_blocks("-1", 3) == (-1, -1, -1)  # a negative count: refused by its checks
+    with pytest.raises(ValueError, match="needs 1 or 3 positive entries"):
+        grid.parse_blocks("-1", 3)
+    assert cli.blocks_text((9, 9, 9)) == "9" and grid.blocks_text((3, 4, 6, 3)) == "3-4-6-3"

@@ -3,9 +3,10 @@
 tfds downloads with `requests` and no timeout: behind a proxy (or a server) that accepts the
 connection and never answers, it waits for ever. `bounded()` gives each of tfds' requests a
 timeout of `timeout()` seconds for connecting (the proxy's answer to CONNECT included) and for
-each read. With the retries resnet_nobn/data/prepare.py allows (DOWNLOAD_RETRIES), a CIFAR download
-behind a proxy that never answers ends after about six such waits and TensorFlow's start-up. `explain(text, seconds)` names
-the proxy the host of a failed request goes through, and the bound, for the user's one line.
+each read. With the retries resnet_nobn/data/prepare.py allows (DOWNLOAD_RETRIES), a CIFAR
+download behind a proxy that never answers ends after about six such waits and TensorFlow's
+start-up. `explain(text, seconds)` names the proxy the host of a failed request goes through,
+and the bound, for the user's one line.
 """
 import contextlib
 import os
@@ -25,6 +26,8 @@ def timeout(environ=None):
 @contextlib.contextmanager
 def bounded(seconds):
     """Inside the block, every request of tfds' downloader has a timeout of `seconds`."""
+    # tfds has no public setting of a request's timeout (DownloadConfig has none), so its one
+    # function that opens a request is wrapped, and restored after the block
     from tensorflow_datasets.core.download import downloader
     original = downloader._open_with_requests
 

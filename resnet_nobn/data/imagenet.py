@@ -19,12 +19,12 @@ a factor sqrt(35.7 / 21.1) = 1.30; 84 = 64 * 1.3125 is the nearest multiple of 4
 88 gives 39.88M). `recipes.imagenet()` (resnet_nobn/recipes.py) holds these.
 
 The data. tfds `imagenet2012`, prepared once from the two ILSVRC archives placed in tfds' manual
-directory (`<data_dir>/downloads/manual/`). Training: each worker reads its own subset of the
-1,024 training files (`tfds.ReadConfig(input_context=...)`), shuffles, and applies the standard
-augmentation: a random crop covering 8%-100% of the image with aspect ratio 3/4-4/3 (Inception /
-TF ResNet preprocessing), resized to 224x224, random horizontal flip. Evaluation: resize the
-shorter side to 256 (224 / 0.875), central 224x224 crop. Pixels are scaled to [0, 1] and
-normalised with the usual ImageNet channel mean and standard deviation.
+directory (`<data_dir>/downloads/manual/`; resnet_nobn/data/prepare.py). Training: each worker reads
+its own subset of the 1,024 training files (`tfds.ReadConfig(input_context=...)`), shuffles, and
+applies the standard augmentation: a random crop covering 8%-100% of the image with aspect ratio
+3/4-4/3 (Inception / TF ResNet preprocessing), resized to 224x224, random horizontal flip.
+Evaluation: resize the shorter side to 256 (224 / 0.875), central 224x224 crop. Pixels are scaled to
+[0, 1] and normalised with the usual ImageNet channel mean and standard deviation.
 
 Resuming. ImageNet is not held in memory, so the training stream is not a function of the step as
 for CIFAR: a run resumed at step s reshuffles with a seed derived from (seed, s), so it does not
@@ -32,96 +32,19 @@ replay the first batches of the run. Evaluation is exact and deterministic: ever
 validation split in order and keeps its contiguous part of every global batch (as for CIFAR); the
 last global batch is padded with weight-0 examples.
 """
-import os
-import tarfile
-
 import tensorflow as tf
 
 from resnet_nobn.datasets import DATASETS
-from resnet_nobn.data import tfds_dir
+from resnet_nobn.data import prepare
 from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
-from resnet_nobn.errors import UserError, first_line, prepare_data_command
 
-NAME = "imagenet2012"
+NAME = prepare.IMAGENET
 INFO = DATASETS[NAME]
-ARCHIVES = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
 
 _MEAN = (0.485, 0.456, 0.406)
 _STD = (0.229, 0.224, 0.225)
 _EVAL_RESIZE = 256          # shorter side before the central 224 crop (224 / 0.875)
 _SHUFFLE_BUFFER = 10_000    # images, per worker
-
-# --------------------------------------------------------------------------------------------
-# tfds
-
-
-def manual_dir(data_dir):
-    """Where tfds looks for the ILSVRC archives: <data_dir>/downloads/manual."""
-    return os.path.join(data_root(data_dir), "downloads", "manual")
-
-
-def data_root(data_dir):
-    """The tfds data directory: `data_dir`, or tfds' default (TFDS_DATA_DIR, ~/tensorflow_datasets)."""
-    import tensorflow_datasets as tfds
-    return data_dir or os.path.expanduser(os.environ.get("TFDS_DATA_DIR") or
-                                          tfds.core.constants.DATA_DIR)
-
-
-def prepare_builder(data_dir, manual=None):
-    """The prepared tfds builder of imagenet2012; prepares it from the manual archives (in `manual`,
-    default `manual_dir(data_dir)`) if needed.
-
-    Raises UserError naming the exact paths when the archives are missing (tfds itself raises an
-    AssertionError deep inside the builder).
-    """
-    import tensorflow_datasets as tfds
-    if data_dir is not None and not os.path.isdir(data_dir):
-        raise UserError(f"--data_dir={data_dir} does not exist")
-    builder = tfds.builder(NAME, data_dir=data_dir)
-    if builder.is_prepared():
-        tfds_dir.check_prepared(builder, NAME, (None, None, 3), INFO.num_classes,
-                                ("train", "validation"))
-        return builder
-    command = prepare_data_command(NAME, data_root(data_dir)) + (f" --manual_dir={manual}"
-                                                                 if manual else "")
-    manual = manual or manual_dir(data_dir)
-    missing = [a for a in ARCHIVES if not os.path.isfile(os.path.join(manual, a))]
-    if missing:
-        raise UserError(
-            f"{NAME} is not prepared in {builder.data_dir} and {' and '.join(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} missing: download ILSVRC2012_img_train.tar "
-            f"and ILSVRC2012_img_val.tar from https://image-net.org (registration needed), put "
-            f"both in {manual}/ and run `{command}` once (or re-run this command)")
-    for archive in ARCHIVES:
-        check_archive(os.path.join(manual, archive))
-    try:
-        builder.download_and_prepare(
-            download_config=tfds.download.DownloadConfig(manual_dir=manual))
-    except AssertionError as e:  # tfds' own manual-dir check
-        raise UserError(f"cannot prepare {NAME} from {manual}: {first_line(e)}") from None
-    except (tarfile.TarError, EOFError, tf.errors.OpError) as e:  # damaged inside
-        raise UserError(f"cannot prepare {NAME} from {manual}: an archive is damaged "
-                        f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:120]}); "
-                        f"download {' and '.join(ARCHIVES)} again") from None
-    return builder
-
-
-def check_archive(path):
-    """UserError naming `path` unless it is a tar file with at least one member, of whole 512-byte
-    blocks (only its first header is read)."""
-    try:
-        with tarfile.open(path, "r|*") as tar:
-            first = tar.next()
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise UserError(f"{path} is not a tar file ({e}); download it again from "
-                        "https://image-net.org") from None
-    if first is None:
-        raise UserError(f"{path} is an empty tar file; download it again from "
-                        "https://image-net.org")
-    size = os.path.getsize(path)
-    if size % 512:
-        raise UserError(f"{path} is truncated (a tar file is whole 512-byte blocks, it has "
-                        f"{size:,} bytes); download it again from https://image-net.org")
 
 
 def _normalize(image):
@@ -220,4 +143,4 @@ class TfdsInput:
 
 def make_input(cfg):
     """The ImageNet input of `cfg` (UserError naming the archives if they are missing)."""
-    return TfdsInput(prepare_builder(cfg.data_dir), cfg.seed)
+    return TfdsInput(prepare.imagenet_builder(cfg.data_dir), cfg.seed)

@@ -1,4 +1,4 @@
-"""Getting a CIFAR-recipe dataset into a tfds data directory, or saying in one line why it cannot be.
+"""Getting a dataset into a tfds data directory, or saying in one line why it cannot be.
 
 The datasets the CIFAR input reads (resnet_nobn/datasets.py) are prepared by tfds' own builders:
 downloaded, or for Fashion-MNIST built from the idx files Debian installs, without network
@@ -8,17 +8,20 @@ nothing. A download that fails is said in one line within seconds (tfds' retries
 network wait bounded: resnet_nobn/data/download.py) that names the routes needing no internet,
 and leaves nothing behind: what it made in the data directory (the dataset's directory, tfds'
 download and extraction directories, partial `*.tmp.*` files, the directory itself) is removed
-(`leaves_nothing`). ImageNet, prepared from archives placed by hand, is resnet_nobn/data/imagenet.py's.
+(`leaves_nothing`). ImageNet is built from the ILSVRC archives placed by hand (`imagenet_builder`).
+The training inputs (cifar.py, imagenet.py) and run/prepare_data.py get their builders here.
 """
 import contextlib
 import io
 import os
 import re
 import shutil
+import tarfile
 
 from resnet_nobn.console import log
 from resnet_nobn.data import download, fashion_mnist, tfds_dir
-from resnet_nobn.errors import UserError, prepare_data_command
+from resnet_nobn.datasets import DATASETS
+from resnet_nobn.errors import UserError, first_line, prepare_data_command
 
 DOWNLOAD_RETRIES = 3  # tfds' retries of a failed download request (its default 10: 204 s offline)
 
@@ -122,6 +125,7 @@ def download_and_prepare(builder):
     UserError line in about a second.
     """
     import tensorflow_datasets as tfds
+    # tfds has no public setting of its retries (DownloadConfig has none): its module constant
     from tensorflow_datasets.core.download import downloader
     name, default_retries = builder.name, downloader.MAX_RETRIES
     seconds = download.timeout()  # each network wait (resnet_nobn/data/download.py)
@@ -184,3 +188,81 @@ def leaves_nothing(root, name):
                 with contextlib.suppress(OSError):
                     os.remove(path)
         raise
+
+
+# --------------------------------------------------------------------------------------------
+# ImageNet
+
+
+IMAGENET = "imagenet2012"  # tfds' name
+ARCHIVES = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
+
+
+def manual_dir(data_dir):
+    """Where tfds looks for the ILSVRC archives: <data_dir>/downloads/manual."""
+    return os.path.join(data_root(data_dir), "downloads", "manual")
+
+
+def data_root(data_dir):
+    """The tfds data directory: `data_dir`, or tfds' default (TFDS_DATA_DIR, ~/tensorflow_datasets)."""
+    import tensorflow_datasets as tfds
+    return data_dir or os.path.expanduser(os.environ.get("TFDS_DATA_DIR") or
+                                          tfds.core.constants.DATA_DIR)
+
+
+def imagenet_builder(data_dir, manual=None):
+    """The prepared tfds builder of imagenet2012; prepares it from the manual archives (in `manual`,
+    default `manual_dir(data_dir)`) if needed.
+
+    Raises UserError naming the exact paths when the archives are missing (tfds itself raises an
+    AssertionError deep inside the builder).
+    """
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+    if data_dir is not None and not os.path.isdir(data_dir):
+        raise UserError(f"--data_dir={data_dir} does not exist")
+    builder = tfds.builder(IMAGENET, data_dir=data_dir)
+    if builder.is_prepared():
+        tfds_dir.check_prepared(builder, IMAGENET, (None, None, 3), DATASETS[IMAGENET].num_classes,
+                                ("train", "validation"))
+        return builder
+    command = prepare_data_command(IMAGENET, data_root(data_dir)) + (f" --manual_dir={manual}"
+                                                                     if manual else "")
+    manual = manual or manual_dir(data_dir)
+    missing = [a for a in ARCHIVES if not os.path.isfile(os.path.join(manual, a))]
+    if missing:
+        raise UserError(
+            f"{IMAGENET} is not prepared in {builder.data_dir} and {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} missing: download ILSVRC2012_img_train.tar "
+            f"and ILSVRC2012_img_val.tar from https://image-net.org (registration needed), put "
+            f"both in {manual}/ and run `{command}` once (or re-run this command)")
+    for archive in ARCHIVES:
+        check_archive(os.path.join(manual, archive))
+    try:
+        builder.download_and_prepare(
+            download_config=tfds.download.DownloadConfig(manual_dir=manual))
+    except AssertionError as e:  # tfds' own manual-dir check
+        raise UserError(f"cannot prepare {IMAGENET} from {manual}: {first_line(e)}") from None
+    except (tarfile.TarError, EOFError, tf.errors.OpError) as e:  # damaged inside
+        raise UserError(f"cannot prepare {IMAGENET} from {manual}: an archive is damaged "
+                        f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:120]}); "
+                        f"download {' and '.join(ARCHIVES)} again") from None
+    return builder
+
+
+def check_archive(path):
+    """UserError naming `path` unless it is a tar file with at least one member, of whole 512-byte
+    blocks (only its first header is read)."""
+    try:
+        with tarfile.open(path, "r|*") as tar:
+            first = tar.next()
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise UserError(f"{path} is not a tar file ({e}); download it again from "
+                        "https://image-net.org") from None
+    if first is None:
+        raise UserError(f"{path} is an empty tar file; download it again from "
+                        "https://image-net.org")
+    size = os.path.getsize(path)
+    if size % 512:
+        raise UserError(f"{path} is truncated (a tar file is whole 512-byte blocks, it has "
+                        f"{size:,} bytes); download it again from https://image-net.org")

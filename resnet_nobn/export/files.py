@@ -17,9 +17,9 @@ DESCRIBES = ("dataset", "image_size", "num_classes", "input")  # export.json's m
 
 
 def digest(export_dir, meta):
-    """sha256 of the files of export_dir/saved_model an export writes (WRITTEN: names, sizes,
-    bytes) and of `meta`'s DESCRIBES fields: recorded in export.json, so that an export.json edited
-    or a saved_model/ copied from another export is refused on loading (resnet_nobn/export/predict.py),
+    """sha256 of the files of export_dir/saved_model an export writes (WRITTEN: names, sizes, bytes)
+    and of `meta`'s DESCRIBES fields: recorded in export.json, so that an export.json edited or a
+    saved_model/ copied from another export is refused on loading (resnet_nobn/export/predict.py),
     not one a file manager added a file to (.DS_Store)."""
     h = hashlib.sha256(json.dumps({k: meta.get(k) for k in DESCRIBES}, sort_keys=True).encode())
     top = os.path.join(export_dir, SAVED_MODEL)

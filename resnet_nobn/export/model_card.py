@@ -5,23 +5,19 @@ versions, and what it is not.
 import datetime
 import os
 
-from resnet_nobn import recipes
+from resnet_nobn import paper, recipes
+from resnet_nobn.cli import flag_text
 from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options, resolve_head_seed,
-                                 resolve_init)
+                                resolve_init)
 from resnet_nobn.datasets import DATASETS, shown
 from resnet_nobn.export.files import KERAS
 from resnet_nobn.export.serving import TOP_K, input_spec
-from resnet_nobn.study import report
-from resnet_nobn.train import rundir
+from resnet_nobn.train import provenance, rundir
 
 # How to load model.keras: given in the model card and in docs/training.md.
 LOAD_KERAS = ("```python", "import keras", "from resnet_nobn.model import custom_objects",
               f'model = keras.saving.load_model("EXPORT_DIR/{KERAS}", '
               'custom_objects=custom_objects())', "```")
-
-
-def _flag_text(value):
-    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 def run_flags(cfg: TrainConfig):
@@ -36,8 +32,8 @@ def run_flags(cfg: TrainConfig):
                 default = resolve_init("auto", cfg.model.norm)
             elif f.name == "head_seed":  # its default follows --seed
                 value, default = resolve_head_seed(value, cfg.seed), cfg.seed
-            if _flag_text(value) != _flag_text(default):
-                out.append(f"--{f.name}={_flag_text(value)}")
+            if flag_text(value) != flag_text(default):
+                out.append(f"--{f.name}={flag_text(value)}")
     return out
 
 
@@ -55,24 +51,22 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     results = results or {}
     mismatch = results.get("data_mismatch")  # another dataset's images under the name
     cifar, script = info.recipe == "cifar", info.entry_point
-    paper_shape = all(getattr(m, k) == getattr(recipe.model, k) for k in
-                      ("widths", "blocks_per_stage", "strides", "stem_width", "stem_kernel",
-                       "stem_stride"))
+    config = cfg.to_json()
     where = "Table 1 (Section 4)" if cifar else "Section 4.2"
     if m.norm == "batch":
         what = (f"the BN-ResNet baseline (`--norm=batch`, pre-activation blocks) of the shape of "
                 f"{where}: not the paper's network")
-    elif m.init in ("fixup", "skipinit") or m.head == "trained" or m.init != "identity":
+    elif not paper.paper_network(config["model"]):
         what = (f"a normalization-free residual network of the shape of {where}, with "
                 f"`--init={m.init} --head={m.head}` (the paper's: identity, random)")
     else:
         what = (f"the all-convolutional, normalization-free residual network of {where}: blocks "
                 f"`x + C2(ReLU(C1 x))`, identity init, a fixed random-projection head")
-    shape = (f"{len(m.widths)} stages of {_flag_text(m.blocks_per_stage)} blocks, widths "
-             f"{_flag_text(m.widths)}, stem {m.stem_kernel}x{m.stem_kernel}/{m.stem_stride} with "
+    shape = (f"{len(m.widths)} stages of {flag_text(m.blocks_per_stage)} blocks, widths "
+             f"{flag_text(m.widths)}, stem {m.stem_kernel}x{m.stem_kernel}/{m.stem_stride} with "
              f"{m.stem_width} channels; {num_params:,} trainable parameters"
-             + ("" if paper_shape else f" (the paper's shape is widths "
-                f"{_flag_text(recipe.model.widths)}, {_flag_text(recipe.model.blocks_per_stage)} "
+             + ("" if paper.paper_shape(config) else f" (the paper's shape is widths "
+                f"{flag_text(recipe.model.widths)}, {flag_text(recipe.model.blocks_per_stage)} "
                 "blocks per stage)"))
     flags = run_flags(cfg)
     evaluated = next((h for h in results.get("history") or []
@@ -114,11 +108,11 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
                if not d.startswith(("num_classes", "image_size", "init", "head_seed"))]
     if differs:
         nots.append("not the paper's network: " + "; ".join(differs))
-    row = None if mismatch else report.paper_row(cfg.to_json())
+    row = None if mismatch else paper.paper_row(config)
     if row is None or nots:
         nots.append("not a Table 2 reproduction" + (
             f" ({info.title} is not one of Table 2's datasets)"
-            if cfg.dataset not in report.PAPER_TABLE2 else
+            if cfg.dataset not in paper.TABLE2 else
             "" if row is None else f" (Table 2, row {row[0]}: {row[1]}% top-1 error)"))
     else:
         nots.append(f"one run (seed {cfg.seed}) of the paper's setup, not a Table 2 "
@@ -138,7 +132,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         f"- Trained by `python {script}` with "
         + (" ".join(f"`{f}`" for f in flags) if flags else "its defaults") + " (config.json; "
         "the other flags are the recipe's defaults).",
-        f"- Checkpoint: `ckpt-{step}` of `{os.path.join(model_dir, 'ckpt')}`, step {step}: "
+        f"- Checkpoint: `ckpt-{step}` of `{os.path.join(model_dir, rundir.CKPT)}`, step {step}: "
         + (f"chosen with `--checkpoint`{f'; {note}' if note else ''}." if chosen or note else
            "the newest that restores with finite weights"
            + (" (the one a re-run resumes from after a divergence)"
@@ -172,9 +166,9 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         f"- Trained: commit {results.get('git_commit') or 'not recorded'}, TensorFlow "
         f"{results.get('tf_version') or '?'}, Keras {results.get('keras_version') or '?'}, "
         f"{results.get('num_replicas') or '?'} replica(s) ({results.get('strategy') or '?'}).",
-        f"- Exported: commit {rundir.git_commit() or 'not recorded'}, TensorFlow {tf.__version__}, "
-        f"Keras {keras.__version__}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
-        "UTC.",
+        f"- Exported: commit {provenance.git_commit() or 'not recorded'}, TensorFlow "
+        f"{tf.__version__}, Keras {keras.__version__}, "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.",
         "",
         "## What it is not",
         "",

@@ -4,20 +4,26 @@
 the right types, the `digest` it records equal to the digest of saved_model/ and of its own
 description of the model (so an export.json edited, or a saved_model/ copied from another
 export, is refused), labels.txt UTF-8 with one name per class. `read_images` reads each image's
-size from its header (`header_size`: PNG, JPEG, GIF, BMP and WebP, the formats
+size from its header (`header_size`, by Pillow: PNG, JPEG, GIF, BMP and WebP, the formats
 tf.io.decode_image reads) and refuses one of more than MAX_PIXELS pixels before decoding it, and
 for an ImageNet model one its graph does not decode (ENCODED: not WebP, BMP or an animated GIF).
 `printable` escapes the control characters of a name or path before it reaches a terminal.
 """
+import io
 import json
 import os
 import struct
+
+from PIL import Image
 
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError, first_line
 from resnet_nobn.export.files import GLOB, LABELS, META, SAVED_MODEL, digest
 
 MAX_PIXELS = 50_000_000  # per image file: width x height x frames, read from its header
+# The formats tf.io.decode_image reads, as Pillow names them: as the messages name them (a JPEG
+# with more pictures, MPO, is read by TensorFlow as its first)
+FORMATS = {"PNG": "PNG", "JPEG": "JPEG", "MPO": "JPEG", "GIF": "GIF", "BMP": "BMP", "WEBP": "WebP"}
 # What the ImageNet graph's tf.io.decode_jpeg decodes, as evaluation does (a GIF of one frame)
 ENCODED = ("JPEG", "PNG", "GIF")
 # export.json: each field predict reads, and the type it must have
@@ -79,65 +85,23 @@ def read_export(export_dir):
     return meta, names
 
 
-def _gif_frames(raw):
-    """The number of images in a GIF, from its blocks (none decoded)."""
-    pos, frames = 13 + (3 << ((raw[10] & 7) + 1) if raw[10] & 0x80 else 0), 0
-    while pos < len(raw) and raw[pos] != 0x3B:  # up to the trailer
-        if raw[pos] == 0x2C:  # an image descriptor, its colour table and LZW code size
-            frames += 1
-            flags = raw[pos + 9]
-            pos += 11 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)
-        elif raw[pos] == 0x21:  # an extension: its label
-            pos += 2
-        else:
-            raise ValueError("not a GIF block")
-        while pos < len(raw) and raw[pos]:  # data sub-blocks, up to the empty one
-            pos += raw[pos] + 1
-        pos += 1
-    return max(frames, 1)
-
-
-def _webp_size(raw):
-    """(width, height, frames) of a WebP file, from its chunk headers."""
-    kind = raw[12:16]
-    if kind == b"VP8 ":
-        w, h = (v & 0x3FFF for v in struct.unpack("<HH", raw[26:30]))
-    elif kind == b"VP8L":
-        bits = int.from_bytes(raw[21:25], "little")
-        w, h = (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
-    elif kind == b"VP8X":
-        w, h = (int.from_bytes(raw[i:i + 3], "little") + 1 for i in (24, 27))
-    else:
-        raise ValueError("not a WebP image chunk")
-    frames, pos = 0, 12
-    while pos + 8 <= len(raw):
-        frames += raw[pos:pos + 4] == b"ANMF"
-        size = int.from_bytes(raw[pos + 4:pos + 8], "little")
-        pos += 8 + size + size % 2
-    return w, h, max(frames, 1)
-
-
 def header_size(raw):
-    """(format, width, height, frames) of an encoded image, from its header, without decoding it;
-    None if it is none of the formats tf.io.decode_image reads or its header is damaged."""
-    import tensorflow as tf
+    """(format, width, height, frames) of an encoded image, from its header: Pillow's Image.open
+    reads the header only, nothing is decoded. None if it is none of the formats tf.io.decode_image
+    reads (FORMATS) or Pillow cannot read its header."""
+    # Pillow's own limit (Image.MAX_IMAGE_PIXELS, DecompressionBombError) counts one frame and
+    # names no size; predict's counts every frame and says the size (read_images), so Pillow's is
+    # lifted while the header is read
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
     try:
-        if raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR":
-            return ("PNG", *struct.unpack(">II", raw[16:24]), 1)
-        if raw[:3] == b"\xff\xd8\xff":
-            h, w, _ = (int(v) for v in tf.image.extract_jpeg_shape(raw).numpy())
-            return "JPEG", w, h, 1
-        if raw[:6] in (b"GIF87a", b"GIF89a"):
-            return ("GIF", *struct.unpack("<HH", raw[6:10]), _gif_frames(raw))
-        if raw[:2] == b"BM":
-            core = struct.unpack("<I", raw[14:18])[0] == 12  # the old 12-byte BMP header
-            w, h = struct.unpack("<HH", raw[18:22]) if core else struct.unpack("<ii", raw[18:26])
-            return "BMP", abs(w), abs(h), 1
-        if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
-            return ("WebP", *_webp_size(raw))
-    except (struct.error, IndexError, ValueError, tf.errors.InvalidArgumentError):
+        with Image.open(io.BytesIO(raw), formats=sorted(set(FORMATS) - {"MPO"})) as image:
+            kind = FORMATS.get(image.format)
+            frames = getattr(image, "n_frames", 1) if kind in ("GIF", "WebP") else 1
+            return (kind, image.width, image.height, frames) if kind else None
+    except (OSError, ValueError, EOFError, SyntaxError, struct.error):  # Unidentified...: OSError
         return None
-    return None
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
 
 
 def read_images(paths, meta, resize=False):

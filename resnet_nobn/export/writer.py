@@ -1,5 +1,5 @@
-"""Writing an export: a trained run taken out of its run directory (run/export.py). Reading it
-back and predicting: resnet_nobn/export/predict.py; the model card: resnet_nobn/export/model_card.py.
+"""Writing an export: a trained run taken out of its run directory (run/export.py). Reading it back
+and predicting: resnet_nobn/export/predict.py; the model card: resnet_nobn/export/model_card.py.
 
 `export(model_dir, export_dir)` restores one checkpoint of the run and writes EXPORT_DIR whole or
 not at all (built in a temporary directory beside it, then renamed into place): saved_model/ (a
@@ -10,13 +10,13 @@ labels.txt (the tfds label names, class i on line i + 1) and export.json (the da
 input, image size, step, and the `digest` of saved_model/ with that description, checked when
 the export is read).
 
-Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes
-by (resnet_nobn/train/checkpoints.py: after a divergence, the newest taken before the blow-up), or the one
-asked for. Checkpoints from any number of replicas or workers restore alike. The run directory is
-only read, and an export is never written into, over or around it (`check_paths`, before
-TensorFlow loads). `--overwrite` replaces only an earlier export holding nothing but what an
-export writes (`check_replaceable`). The rename that puts an export in place never replaces a
-directory that is not empty: of two exports into one new directory at once, one is refused.
+Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes by
+(resnet_nobn/train/checkpoints.py: after a divergence, the newest taken before the blow-up), or the
+one asked for. Checkpoints from any number of replicas or workers restore alike. The run directory
+is only read, and an export is never written into, over or around it (`check_paths`, before
+TensorFlow loads). `--overwrite` replaces only an earlier export holding nothing but what an export
+writes (`check_replaceable`). The rename that puts an export in place never replaces a directory
+that is not empty: of two exports into one new directory at once, one is refused.
 """
 import errno
 import json
@@ -38,7 +38,7 @@ from resnet_nobn.train import rundir
 
 
 def _config(model_dir):
-    path = os.path.join(model_dir, "config.json")
+    path = os.path.join(model_dir, rundir.CONFIG)
     if not os.path.exists(path):
         raise UserError(f"{model_dir} holds no config.json: not the --model_dir of a training "
                         "run (or the run never started); give the --model_dir you trained with")
@@ -59,7 +59,7 @@ def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
         what = "is a file" if os.path.exists(model_dir) else "does not exist"
         raise UserError(f"--model_dir={model_dir} {what}; give the directory of a training run")
     cfg = _config(model_dir)
-    ckpt_dir = os.path.join(model_dir, "ckpt")
+    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
     on_disk = rundir.steps_on_disk(ckpt_dir)
     if not on_disk:
         raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
@@ -131,9 +131,26 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     """(model, step, skipped, note): the Keras model of `cfg` with the weights of the newest
     checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
     ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
-    re-run would not resume from an explicitly chosen one (or is None)."""
-    from resnet_nobn.train import checkpoints
-    return checkpoints.restore_model(cfg, model_dir, checkpoint)
+    re-run would not resume from an explicitly chosen one (or is None). The model is built as
+    the trainer builds it, and the checkpoint chosen by resnet_nobn/train/checkpoints.py's rule."""
+    import tensorflow as tf
+
+    from resnet_nobn.train import checkpoints, steps
+    model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
+    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
+    try:
+        restored = checkpoints.restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
+                                              model.weights, model_dir, cfg.model.num_classes,
+                                              checkpoint)
+    except checkpoints.Unusable as e:
+        if checkpoint is not None:
+            raise UserError(f"--checkpoint={checkpoint} cannot be exported: {e.skipped[0]}; leave "
+                            "--checkpoint out to export the newest usable one") from None
+        raise UserError(f"no checkpoint in {ckpt_dir} restores with finite weights ({e}); "
+                        "nothing to export") from None
+    if restored is None:
+        raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
+    return model, restored.step, restored.skipped, restored.note
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,7 +195,7 @@ def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
     with open(os.path.join(tmp, LABELS), "w", encoding="utf-8") as f:
         f.write("".join(f"{n}\n" for n in names))
     info = DATASETS[cfg.dataset]  # the served images: as the dataset holds them
-    results = rundir.read_json(os.path.join(model_dir, "results.json")) or {}
+    results = rundir.read_json(os.path.join(model_dir, rundir.RESULTS)) or {}
     meta = dict(dataset=cfg.dataset, image_size=info.stored[0] if info.pixels else
                 cfg.model.image_size, num_classes=cfg.model.num_classes,
                 input="pixels" if info.pixels else "encoded", step=step,

@@ -3,32 +3,21 @@ flags that say them, the step where it diverged, and the configuration it was st
 
 When a run diverges, the trainer writes its `retry with:` flags to model_dir/diverged.json; a
 resume may then change a setting outside RESUMABLE_FIELDS only to the value that line advises
-(resnet_nobn/train/rundir.py: check_model_dir), and results.json records each change under
+(resnet_nobn/train/resume.py: check_model_dir), and results.json records each change under
 `resume_changes` and the divergence under `rollbacks`. So the changes read here are the advice
 the run followed, whoever continued it: the study (run/ablate.py --follow_retry_advice) or a
 person by hand. Reads JSON only (no TensorFlow).
 """
-from resnet_nobn.train import rundir
+from resnet_nobn.cli import flag_text
+from resnet_nobn.train import resume
 from resnet_nobn.train.rundir import RESUME_CHANGES
 
 
 def advised_changes(results):
     """The changes of `results` (a results.json object) made to follow the advice
-    (resnet_nobn/train/rundir.py: `advised`), oldest first: {step, field, from, to} each, `step` the one
-    the advised resume started from."""
-    return [c for c in (results or {}).get(RESUME_CHANGES) or [] if rundir.advised(c)]
-
-
-def flag_value(value):
-    """A config.json value as its flag says it: 1.0 -> 1, [1, 2] -> 1,2, True -> true."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        text = repr(value)
-        return text[:-2] if text.endswith(".0") else text
-    if isinstance(value, (list, tuple)):
-        return ",".join(flag_value(v) for v in value)
-    return str(value)
+    (resnet_nobn/train/resume.py: `advised`), oldest first: {step, field, from, to} each, `step`
+    the one the advised resume started from."""
+    return [c for c in (results or {}).get(RESUME_CHANGES) or [] if resume.advised(c)]
 
 
 def advised_flags(results):
@@ -36,7 +25,7 @@ def advised_flags(results):
     last = {}
     for c in advised_changes(results):
         last[c["field"]] = c.get("to")
-    return [f"--{k}={flag_value(v)}" for k, v in last.items()]
+    return [f"--{k}={flag_text(v)}" for k, v in last.items()]
 
 
 def diverged_at(results):

@@ -6,25 +6,24 @@ import itertools
 import os
 import sys
 
+from resnet_nobn import cli
 from resnet_nobn.config import RESUMABLE_FIELDS, differences, resolve_init
 from resnet_nobn.study import advice
-from resnet_nobn.train.rundir import read_json
+from resnet_nobn.train.rundir import CONFIG, RESULTS, read_json
 
 
 def blocks_text(blocks):
-    """(1, 1, 1) -> '1'; (3, 4, 6, 3) -> '3-4-6-3'."""
-    blocks = tuple(blocks)
-    return str(blocks[0]) if len(set(blocks)) == 1 else "-".join(str(b) for b in blocks)
+    """--blocks_per_stage as a study names it: (1, 1, 1) -> '1'; (3, 4, 6, 3) -> '3-4-6-3'."""
+    return cli.blocks_text(blocks, sep="-")
 
 
 def parse_blocks(text, num_stages):
-    """'3' -> (3,)*num_stages; '3:4:6:3' or '3-4-6-3' -> (3, 4, 6, 3)."""
-    parts = [int(p) for p in text.replace(":", "-").split("-") if p.strip()]
-    if len(parts) == 1:
-        parts = parts * num_stages
+    """A --vary_blocks value: '3' -> (3,)*num_stages; '3:4:6:3' or '3-4-6-3' -> (3, 4, 6, 3)
+    (resnet_nobn/cli.py: `parse_blocks`); ValueError unless 1 or `num_stages` positive entries."""
+    parts = cli.parse_blocks(text, num_stages)
     if len(parts) != num_stages or min(parts) < 1:
         raise ValueError(f"blocks_per_stage value {text!r} needs 1 or {num_stages} positive entries")
-    return tuple(parts)
+    return parts
 
 
 # factors named in a run's directory only if its study varies them
@@ -84,10 +83,10 @@ def _run_dir(cfg, root, named):
                                       for n in itertools.combinations(OPTIONAL, k)]
     for name in names:
         path = os.path.join(root, name)
-        old = read_json(os.path.join(path, "config.json"))
+        old = read_json(os.path.join(path, CONFIG))
         try:
             diffs = differences(advice.as_started(old, read_json(
-                os.path.join(path, "results.json"))), cfg.to_json()) if old else None
+                os.path.join(path, RESULTS))), cfg.to_json()) if old else None
         except ValueError:  # not a run's config.json: check_compatible says so
             diffs = None
         if diffs is not None and all(k in RESUMABLE_FIELDS + ("eval_only",) for k, _, _ in diffs):
@@ -99,7 +98,7 @@ def factor_args(cfg):
     """The command-line flags that set a run's factors and directory."""
     m = cfg.model
     return [f"--norm={m.norm}", f"--init={m.init}", f"--head={m.head}",
-            f"--blocks_per_stage={','.join(str(b) for b in m.blocks_per_stage)}",
+            f"--blocks_per_stage={cli.flag_text(m.blocks_per_stage)}",
             f"--relu_leakiness={m.relu_leakiness}", f"--learning_rate={cfg.learning_rate}",
             f"--seed={cfg.seed}", f"--model_dir={cfg.model_dir}"]
 

@@ -6,7 +6,7 @@ import os
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.study.grid import OPTIONAL, blocks_text, run_name
-from resnet_nobn.train.rundir import read_json
+from resnet_nobn.train.rundir import CKPT, CONFIG, EVAL, SUMMARIES, TRAIN, read_json
 
 
 def hparams_of(cfg):
@@ -23,8 +23,8 @@ def hparams_of(cfg):
             "mixed_precision": cfg.mixed_precision, "xla": bool(cfg.xla)}
 
 
-METRICS = (("eval", "top1_error", "test top-1 error"), ("eval", "top5_error", "test top-5 error"),
-           ("eval", "eval_loss", "test loss"), ("train", "loss", "training loss"))
+METRICS = ((EVAL, "top1_error", "test top-1 error"), (EVAL, "top5_error", "test top-5 error"),
+           (EVAL, "eval_loss", "test loss"), (TRAIN, "loss", "training loss"))
 
 
 def write_hparams_config(root, configs):
@@ -38,8 +38,8 @@ def write_hparams_config(root, configs):
             os.remove(os.path.join(root, name))
     configs = list(configs)
     for dirpath, dirnames, filenames in os.walk(root):  # and the runs of earlier studies here
-        dirnames[:] = [d for d in dirnames if d not in ("ckpt", "train", "eval")]
-        old = read_json(os.path.join(dirpath, "config.json")) if "config.json" in filenames else None
+        dirnames[:] = [d for d in dirnames if d not in (CKPT,) + SUMMARIES]
+        old = read_json(os.path.join(dirpath, CONFIG)) if CONFIG in filenames else None
         if old:
             try:
                 configs.append(TrainConfig.from_json(old))

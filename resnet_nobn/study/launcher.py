@@ -9,7 +9,7 @@ Every other hyperparameter comes from the base flags and is the same for every r
 Layout under one root (`tensorboard --logdir ROOT` compares the runs: resnet_nobn/study/hparams.py):
 
     ROOT/<dataset>/norm-none_init-identity_head-random_blocks-1/seed-0/
-        config.json ckpt/ train/ eval/ results.json written by the trainer (resnet_nobn/train/trainer.py)
+        config.json ckpt/ train/ eval/ results.json written by the trainer (resnet_nobn/train/)
         diverged.json                               the trainer's, while the run stands diverged
         train.log                                   the trainer's output
         study_status.json                           running | finished | diverged | failed
@@ -20,9 +20,9 @@ skipped, an unfinished one (also one whose study was killed) is re-launched and 
 from its latest checkpoint. A run that diverged is skipped unless the study follows the advice
 (`follow_advice`): then it continues once, from the checkpoint the trainer picks before the
 blow-up, with the flags of its own `retry with:` line; a run continued so, by the study or by hand,
-keeps those flags on every later launch (resnet_nobn/study/advice.py). Each run is a subprocess of the
-training entry point (run/cifar_train.py or run/imagenet_train.py), so a crash or a global Keras
-setting of one run cannot affect the next.
+keeps those flags on every later launch (resnet_nobn/study/advice.py). Each run is a subprocess of
+the training entry point (run/cifar_train.py or run/imagenet_train.py), so a crash or a global
+Keras setting of one run cannot affect the next.
 
 The table and the plot of a study are resnet_nobn/study/report.py's, which needs no TensorFlow.
 """
@@ -38,8 +38,9 @@ from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
 from resnet_nobn.study import advice
 from resnet_nobn.study.grid import command
 from resnet_nobn.study.hparams import write_run_hparams
-from resnet_nobn.train.rundir import (DIVERGED, atomic_write_json, holder, pending_divergence,
-                                      read_json, retry_flags)
+from resnet_nobn.train.lock import holder
+from resnet_nobn.train.rundir import (CONFIG, DIVERGED, RESULTS, atomic_write_json,
+                                      pending_divergence, read_json, retry_flags)
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 
@@ -51,7 +52,7 @@ STATUS = "study_status.json"  # in each run's directory: its last launch and how
 def check_compatible(cfg):
     """Raises ValueError if cfg.model_dir holds a run with other hyperparameters than `cfg`. A run
     continued with its retry advice is compared as it was started (resnet_nobn/study/advice.py)."""
-    path = os.path.join(cfg.model_dir, "config.json")
+    path = os.path.join(cfg.model_dir, CONFIG)
     old = read_json(path)
     if old is None and not os.path.exists(path):
         return
@@ -66,7 +67,7 @@ def check_compatible(cfg):
 
 
 def _results(cfg):
-    return read_json(os.path.join(cfg.model_dir, "results.json")) or {}
+    return read_json(os.path.join(cfg.model_dir, RESULTS)) or {}
 
 
 def run_state(cfg):
@@ -83,7 +84,7 @@ def run_state(cfg):
     status = read_json(os.path.join(cfg.model_dir, STATUS)) or {}
     if status.get("status") in ("failed", "timeout"):
         return "failed"
-    return "partial" if os.path.exists(os.path.join(cfg.model_dir, "config.json")) else "new"
+    return "partial" if os.path.exists(os.path.join(cfg.model_dir, CONFIG)) else "new"
 
 
 def launch_flags(cfg, follow_advice=False):

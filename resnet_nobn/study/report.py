@@ -11,29 +11,20 @@ import os
 
 import numpy as np
 
-from resnet_nobn import datasets, recipes
-from resnet_nobn.config import RESUMABLE_FIELDS, SCIENTIFIC_FIELDS, differences
+from resnet_nobn import datasets, paper
+from resnet_nobn.config import RESUMABLE_FIELDS
 from resnet_nobn.console import hms
 from resnet_nobn.study import advice
 from resnet_nobn.study.curves import figure_formats, plot_curves
 from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
-from resnet_nobn.train.rundir import atomic_write_text, holder, pending_divergence, read_json
+from resnet_nobn.train.lock import holder
+from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, atomic_write_text,
+                                      pending_divergence, read_json)
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,
 # and where a run ran, for how long and its bookkeeping (what a resume may change).
 _NOT_A_FACTOR = ("seed", "eval_only") + RESUMABLE_FIELDS
-
-# The fields that make a network the paper's (Table 1 or the ImageNet variant), whatever its
-# norm, init and head.
-_SHAPE = ("widths", "blocks_per_stage", "strides", "stem_width", "stem_kernel", "stem_stride")
-
-# Table 2 of the paper (top-1 error, %): the "Ours" and "ResNet" rows.
-PAPER_TABLE2 = {
-    "cifar10": {"ours": 6.38, "resnet": 6.43},
-    "cifar100": {"ours": 24.64, "resnet": 25.16},
-    "imagenet2012": {"ours": 35.29, "ours_top5": 14.17, "resnet": 19.38},
-}
 
 
 def load_runs(root, warn=None):
@@ -46,24 +37,24 @@ def load_runs(root, warn=None):
     runs = []
     warn = warn or (lambda msg: None)
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("ckpt", "train", "eval"))
-        if "results.json" not in filenames and STATUS not in filenames and not (
-                "config.json" in filenames and holder(dirpath)):  # a run that has not evaluated yet
+        dirnames[:] = sorted(d for d in dirnames if d not in (CKPT,) + SUMMARIES)
+        if RESULTS not in filenames and STATUS not in filenames and not (
+                CONFIG in filenames and holder(dirpath)):  # a run that has not evaluated yet
             continue
-        path = os.path.join(dirpath, "results.json")
+        path = os.path.join(dirpath, RESULTS)
         raw = read_json(path)
         problem = results_problem(raw) if raw is not None else (
             "unreadable or not a JSON object" if os.path.exists(path) else None)
         results = None if problem else raw
         status = read_json(os.path.join(dirpath, STATUS)) or {}
-        candidates = [(raw or {}).get("config"), read_json(os.path.join(dirpath, "config.json"))]
+        candidates = [(raw or {}).get("config"), read_json(os.path.join(dirpath, CONFIG))]
         if problem:  # the run's own config.json before what a malformed results.json says
             candidates.reverse()
         config = next((c for c in candidates if is_run_config(c)), None)
         if config is None:
             why = problem or ("its config.json has no `model` object with norm, init, head and "
                               "blocks_per_stage" if os.path.exists(
-                                  os.path.join(dirpath, "config.json")) else None)
+                                  os.path.join(dirpath, CONFIG)) else None)
             if why:
                 warn(f"warning: {dirpath}: not a run of this project ({why}); skipped")
             continue
@@ -143,40 +134,6 @@ def config_key(config):
     return json.dumps(c, sort_keys=True)
 
 
-def _norm_json(v):
-    return json.loads(json.dumps(v))
-
-
-def paper_row(config):
-    """('Ours', top-1 %) or ('ResNet', top-1 %) of Table 2 if `config` is the paper's setup, else None.
-
-    'Ours' needs the paper's network (norm none, identity init, random head, Table 1 / the ImageNet
-    variant) on the real dataset; a BN twin of that shape gets the paper's ResNet row as a
-    reference (a published ResNet, not this exact network).
-    """
-    ds = config.get("dataset")
-    if ds not in PAPER_TABLE2 or config.get("use_synthetic_data"):
-        return None
-    m = config.get("model", {})
-    paper = recipes.for_dataset(ds).model
-    if any(_norm_json(m.get(k)) != _norm_json(getattr(paper, k)) for k in _SHAPE):
-        return None
-    if m.get("norm") == "none" and m.get("init") == "identity" and m.get("head") == "random":
-        return "Ours", PAPER_TABLE2[ds]["ours"]
-    if m.get("norm") == "batch":
-        return "ResNet†", PAPER_TABLE2[ds]["resnet"]
-    return None
-
-
-def paper_settings(config):
-    """Whether `config` (a run's, as started) trains with the paper's recipe for its dataset: its
-    scientific settings (resnet_nobn/config.py: SCIENTIFIC_FIELDS) other than the seed are the
-    recipe's (its network is the paper's: `paper_row`)."""
-    recipe = recipes.for_dataset(config["dataset"])
-    fields = [f for f in SCIENTIFIC_FIELDS if f not in ("seed", "dataset")]
-    return not [k for k, _, _ in differences(config, recipe.to_json()) if k in fields]
-
-
 def summarize(runs):
     """One row per configuration (runs grouped over seeds), sorted; each a dict."""
     groups = {}
@@ -203,7 +160,7 @@ def summarize(runs):
                 if r.get("history") and r["history"][-1].get("eval_loss") is not None]
         steps = [r.get("global_step") or 0 for r in members]
         mismatch = key[1]
-        paper = None if mismatch else paper_row(c)
+        table2 = None if mismatch else paper.paper_row(c)
         rows.append(dict(
             dataset=c["dataset"], synthetic=bool(c.get("use_synthetic_data")), label=label,
             shown=datasets.shown(c["dataset"], bool(c.get("use_synthetic_data")), mismatch),
@@ -214,8 +171,8 @@ def summarize(runs):
             all_seeds=[r["config"].get("seed") for r in members], steps=steps,
             train_steps=c.get("train_steps"), top1=top1, top5=top5, loss=loss,
             wall=[r.get("wall_time_s") or 0.0 for r in done],
-            statuses=[r["status"] for r in members], paper=paper,
-            paper_settings=bool(paper) and paper_settings(c),
+            statuses=[r["status"] for r in members], paper=table2,
+            paper_settings=bool(table2) and paper.paper_settings(c),
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
             continued=[(r["config"].get("seed"), r["advice"]) for r in members if r.get("advice")],
             curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])

@@ -24,7 +24,6 @@ import glob
 import math
 import os
 import shutil
-import time
 
 import tensorflow as tf
 
@@ -32,7 +31,7 @@ from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import log
 from resnet_nobn.errors import TrainingDiverged, UserError, first_line
 from resnet_nobn.recipes import retry_remedy
-from resnet_nobn.train import rundir, steps
+from resnet_nobn.train import rundir
 
 KEEP = 5  # checkpoints kept: enough to go back past a blow-up
 LOSSES = "losses.json"
@@ -101,11 +100,17 @@ def resume_order(ckpt_dir, model_dir, num_classes):
 
 def write_checkpoint_state(ckpt_dir, steps):
     """Rewrites tf.train.CheckpointManager's state file `checkpoint` to track `steps` (oldest
-    first; the last is the latest), whatever it said before (it may be damaged)."""
+    first; the last is the latest), whatever it said before (it may be damaged). TensorFlow's own
+    writer of that file, atomic; CheckpointManager has no public way to be told which
+    checkpoints to track, and the v1 name's deprecation notice is not the run's to print."""
     paths = [f"ckpt-{s}" for s in steps]
-    rundir.atomic_write_text(os.path.join(ckpt_dir, "checkpoint"),
-                             f'model_checkpoint_path: "{paths[-1]}"\n'
-                             + "".join(f'all_model_checkpoint_paths: "{p}"\n' for p in paths))
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        tf.compat.v1.train.update_checkpoint_state(ckpt_dir, paths[-1], paths)
+    finally:
+        logger.setLevel(level)
 
 
 def delete_after(ckpt_dir, step):
@@ -151,7 +156,7 @@ def restore_newest(saved, variables, model_dir, num_classes, only=None):
     ckpt-`only`, which is restored even if a re-run after a divergence would skip it (`note` says
     so). Returns Restored, or None when ckpt/ holds no checkpoint (of step `only`); raises
     Unusable when none restores. Changes nothing on disk."""
-    ckpt_dir = os.path.join(model_dir, "ckpt")
+    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
     order, diverged = resume_order(ckpt_dir, model_dir, num_classes)
     candidates = [(s, why) for s, why in order if only is None or s == only]
     if not candidates:
@@ -178,25 +183,6 @@ def restore_newest(saved, variables, model_dir, num_classes, only=None):
     raise Unusable(skipped, unreadable == len(skipped), [s for s, _ in candidates])
 
 
-def restore_model(cfg: TrainConfig, model_dir, checkpoint=None):
-    """For the export: (model, step, skipped, note), the Keras model of `cfg` (built as the
-    trainer builds it) with the weights `restore_newest` picks, or those of ckpt-`checkpoint`."""
-    model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
-    ckpt_dir = os.path.join(model_dir, "ckpt")
-    try:
-        restored = restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
-                                  model.weights, model_dir, cfg.model.num_classes, checkpoint)
-    except Unusable as e:
-        if checkpoint is not None:
-            raise UserError(f"--checkpoint={checkpoint} cannot be exported: {e.skipped[0]}; leave "
-                            "--checkpoint out to export the newest usable one") from None
-        raise UserError(f"no checkpoint in {ckpt_dir} restores with finite weights ({e}); "
-                        "nothing to export") from None
-    if restored is None:
-        raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
-    return model, restored.step, restored.skipped, restored.note
-
-
 # --------------------------------------------------------------------------------------------
 # the trainer's checkpoints
 
@@ -207,8 +193,9 @@ class Checkpoints:
     def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id):
         self.cfg, self.model, self.optimizer, self.chief = cfg, model, optimizer, chief
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-        self.directory = os.path.join(cfg.model_dir, "ckpt")
-        self.scratch = None if chief else os.path.join(cfg.model_dir, ".scratch", f"worker{task_id}")
+        self.directory = os.path.join(cfg.model_dir, rundir.CKPT)
+        self.scratch = None if chief else os.path.join(cfg.model_dir, rundir.SCRATCH,
+                                                               f"worker{task_id}")
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.scratch or self.directory,
                                                   max_to_keep=KEEP)
         self.rollbacks = []  # the divergences this run resumed from
@@ -297,9 +284,7 @@ class Checkpoints:
         kept = (f"re-running resumes from a checkpoint taken before the blow-up (latest: "
                 f"{os.path.basename(last)})" if last else "no checkpoint was written")
         if self.chief and os.path.isdir(cfg.model_dir):
-            rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.DIVERGED), dict(
-                step=self.step, what=what, learning_rate=cfg.learning_rate,
-                retry_with=advice, time=time.strftime("%Y-%m-%d %H:%M:%S")))
+            rundir.record_divergence(cfg.model_dir, self.step, what, cfg.learning_rate, advice)
         return TrainingDiverged(f"{what} became NaN/inf at step {self.step}; {kept}; the advice "
                                 f"below {change}\nretry with: {advice}")
 

@@ -74,10 +74,10 @@ def make_strategy(name):
 def check_replica_options(cfg, replicas):
     """UserError for a combination of options that cannot give the one-device run on `replicas`
     replicas (docs/training.md#one-device-many-gpus-many-machines). Measured with 2 mirrored
-    replicas and 2 workers (tests/train/test_replicas.py, tests/train/test_multiworker.py): float16 and bfloat16
-    give the one-device run; --xla does for the BN-free net but not for the BN twin, whose global
-    batch statistics all-reduce inside the forward pass, which XLA does not compile under
-    tf.distribute (MirroredStrategy's `merge_call`: RuntimeError at the first step)."""
+    replicas and 2 workers (tests/train/test_replicas.py, tests/train/test_multiworker.py): float16
+    and bfloat16 give the one-device run; --xla does for the BN-free net but not for the BN twin,
+    whose global batch statistics all-reduce inside the forward pass, which XLA does not compile
+    under tf.distribute (MirroredStrategy's `merge_call`: RuntimeError at the first step)."""
     if replicas > 1 and cfg.xla and cfg.model.norm == "batch":
         raise UserError(f"--xla with --norm=batch cannot train on {replicas} replicas: the BN twin "
                         "all-reduces its batch statistics inside the forward pass, which XLA does "

@@ -4,8 +4,8 @@ Per stage, the norm of the conv kernels (`weight_norm/`) and of their last updat
 (`update_ratio/`); per block, ||branch(h)|| / ||shortcut(h)|| on a fixed batch of test images
 (`branch_norm/`): how far each block is from the identity, the network's counterpart of ||A_j|| in
 Section 2 of the paper; and beside it, for the normalization-free nets, the bound the theory speaks
-of, |scale| ||C2||_2 ||C1||_2 (`branch_bound/`, resnet_nobn/model/lipschitz.py, by a power iteration of
-its own, warm-started at each log step). TensorBoard scalars in model_dir/train/.
+of, |scale| ||C2||_2 ||C1||_2 (`branch_bound/`, resnet_nobn/model/lipschitz.py, by a power
+iteration of its own, warm-started at each log step). TensorBoard scalars in model_dir/train/.
 """
 import keras
 import tensorflow as tf

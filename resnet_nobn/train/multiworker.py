@@ -26,6 +26,7 @@ import sys
 import tempfile
 
 from resnet_nobn.errors import UserError, first_line, seconds_from_env
+from resnet_nobn.train import rundir
 
 # --------------------------------------------------------------------------------------------
 # TF_CONFIG and the timeouts, checked before TensorFlow starts
@@ -217,7 +218,7 @@ def preemption_handler(strategy, save, on_exit, describe):
 def peer_failure_message(e, step, model_dir):
     """A one-line explanation of a collective that failed because another worker went away."""
     import tensorflow as tf
-    last = tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
+    last = tf.train.latest_checkpoint(os.path.join(model_dir, rundir.CKPT))
     return (f"another worker failed or became unreachable near step {step} ({type(e).__name__}: "
             f"{first_line(e)}); restart every worker with the same command to resume from "
             f"{last or 'the beginning (no checkpoint yet)'}")

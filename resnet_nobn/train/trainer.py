@@ -1,13 +1,10 @@
 """The trainer: one run of one configuration, CIFAR or ImageNet, on any tf.distribute strategy.
 
-The loop trains in compiled loops of --steps_per_loop steps (resnet_nobn/train/steps.py), logs, saves
-checkpoints (resnet_nobn/train/checkpoints.py) and evaluates on schedule. Everything is kept in
-`model_dir` (resnet_nobn/train/rundir.py): `config.json` (a later run with another architecture or
-other settings is refused; what a resume may change is in resnet_nobn/config.py, and each change
-is recorded in results.json), `ckpt/` (a re-run resumes from it), `train/` and `eval/`
-TensorBoard summaries (resnet_nobn/train/monitor.py), and `results.json`, rewritten after every
-evaluation. One device, several GPUs and several workers (resnet_nobn/train/cluster.py,
-multiworker.py) run the same loop.
+Compiled loops of --steps_per_loop steps (train/steps.py), logs, checkpoints (train/checkpoints.py)
+and evaluations on schedule, all kept in `model_dir` (train/rundir.py): `config.json` (checked on a
+resume by train/resume.py, each change recorded), `ckpt/` (a re-run resumes from it), `train/` and
+`eval/` summaries (train/monitor.py) and `results.json`, rewritten after every evaluation. One
+device, several GPUs and several workers (train/cluster.py, multiworker.py) run the same loop.
 """
 import math
 import os
@@ -23,7 +20,8 @@ from resnet_nobn.console import hms, log
 from resnet_nobn.data import inputs
 from resnet_nobn.errors import UserError, first_line
 from resnet_nobn.model import network as model_lib
-from resnet_nobn.train import checkpoints, cluster, monitor, multiworker, rundir, steps
+from resnet_nobn.train import (checkpoints, cluster, lock, monitor, multiworker, provenance,
+                               resume, rundir, steps)
 from resnet_nobn.train.train_log import TrainLog
 
 
@@ -60,7 +58,7 @@ class Trainer:
         if self.mismatch:
             log(f"warning: {self.mismatch}; recorded as data_mismatch in results.json", self.chief)
         # the run's config.json (None: a new run) and the changes this resume makes to it
-        self.run_config, self.changes = rundir.check_model_dir(cfg)
+        self.run_config, self.changes = resume.check_model_dir(cfg)
         self.model, self.optimizer = steps.build(cfg, self.strategy)
         self.trainable_params = model_lib.count_params(self.model.trainable_variables)
         self.monitor = monitor.Monitor(self.model, self.optimizer, lambda: next(iter(
@@ -141,7 +139,7 @@ class Trainer:
         if cfg.eval_only and self._previous:  # an evaluation changes nothing about the training
             results = dict(self._previous, history=history, top1_error=last.get("top1_error"),
                            top5_error=last.get("top5_error"))
-            rundir.atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
+            rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.RESULTS), results)
             return results
         recorded = self.run_config if cfg.eval_only and self.run_config else cfg.to_json()
         results = {
@@ -154,7 +152,7 @@ class Trainer:
             "images_per_sec": images_per_sec, "wall_time_s": wall_time,
             "seed": recorded["seed"],
             "tf_version": tf.__version__, "keras_version": keras.__version__,
-            "git_commit": rundir.git_commit(),
+            "git_commit": provenance.git_commit(),
             "history": history,
             **self.train_log.results(),
             **({"data_mismatch": self.mismatch} if self.mismatch else {}),
@@ -162,11 +160,11 @@ class Trainer:
             rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
             "config": recorded,
         }
-        rundir.atomic_write_json(os.path.join(cfg.model_dir, "results.json"), results)
+        rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.RESULTS), results)
         return results
 
     def _previous_results(self):
-        """(history, wall time) of results.json (resnet_nobn/train/rundir.py); the rest of it kept."""
+        """(history, wall time) of results.json (rundir.py); the rest of it kept."""
         (history, wall, self._previous_rollbacks, self._previous_changes,
          self._previous) = rundir.previous_results(self.cfg.model_dir, self.chief)
         return history, wall
@@ -184,10 +182,10 @@ class Trainer:
         log(f"eval  step {step}  top1_error {ev['top1_error']:.4f}  "
             f"top5_error {ev['top5_error']:.4f}  ({ev['eval_examples']} images)", self.chief)
         if writers:
-            with writers["eval"].as_default(step=step):
+            with writers[rundir.EVAL].as_default(step=step):
                 for k in ("top1_error", "top5_error", "eval_loss"):
                     tf.summary.scalar(k, ev[k])
-            writers["eval"].flush()
+            writers[rundir.EVAL].flush()
         return self.write_results(history, wall_time, images_per_sec) if self.chief else None
 
     def _record_changes(self, history, wall):
@@ -208,7 +206,8 @@ class Trainer:
         multiworker.check_same_step(self.strategy, self.step, cfg.model_dir)
         if cfg.eval_only:
             if restored is None:
-                raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/ckpt; train first")
+                raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/{rundir.CKPT}; "
+                                "train first")
             history, wall = self._previous_results()
             history = [h for h in history if h["step"] != self.step]
             return self._evaluate_and_record(history, None, wall, None)
@@ -225,7 +224,7 @@ class Trainer:
             os.makedirs(cfg.model_dir, exist_ok=True)
             if restored and (self.changes or self.checkpoints.rollbacks):
                 self._record_changes(history, wall_before)  # before config.json says them
-            rundir.atomic_write_json(os.path.join(cfg.model_dir, "config.json"), cfg.to_json())
+            rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.CONFIG), cfg.to_json())
         self.checkpoints.clear_divergence()  # once results.json records the rollback
         if restored:
             log(f"resumed from {os.path.abspath(restored)} at step {self.step}", self.chief)
@@ -240,7 +239,7 @@ class Trainer:
         writers = None
         if self.chief:
             writers = {k: tf.summary.create_file_writer(os.path.join(cfg.model_dir, k))
-                       for k in ("train", "eval")}
+                       for k in rundir.SUMMARIES}
         results = None
         if self.step > 0 and self._eval_due(self.step, history):  # interrupted before evaluating
             results = self._evaluate_and_record(history, writers, wall_before, None)
@@ -272,7 +271,7 @@ class Trainer:
                 log(f"step {step}/{cfg.train_steps}  loss {total:.4f}  xent {ce:.4f}  lr {lr:.4g}  "
                     f"{text}  {images_per_sec:.1f} img/s  eta {hms(eta)}", self.chief)
                 if writers:
-                    with writers["train"].as_default(step=step):
+                    with writers[rundir.TRAIN].as_default(step=step):
                         tf.summary.scalar("loss", total)
                         tf.summary.scalar("cross_entropy", ce)
                         tf.summary.scalar("learning_rate", lr)
@@ -320,9 +319,9 @@ def train(cfg: TrainConfig, strategy=None):
         trainer = Trainer(cfg, strategy)
         if not trainer.chief:
             return trainer.run()
-        with rundir.locked(cfg.model_dir):
+        with lock.locked(cfg.model_dir):
             return trainer.run()
-    except rundir.InUse as e:
+    except lock.InUse as e:
         raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
                         "its checkpoints); wait for that run or use another --model_dir") from None
     except (tf.errors.ResourceExhaustedError, MemoryError) as e:

@@ -11,7 +11,7 @@ import tensorflow_datasets as tfds
 
 from resnet_nobn import recipes
 from resnet_nobn.datasets import DATASETS
-from resnet_nobn.data import imagenet, inputs
+from resnet_nobn.data import imagenet, inputs, prepare
 from resnet_nobn.errors import UserError
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.train.steps import learning_rate
@@ -99,7 +99,7 @@ def test_preprocess_eval_is_central_crop():
 
 def test_missing_archives_say_where_to_put_them(tmp_path):
     with pytest.raises(UserError) as e:
-        imagenet.prepare_builder(str(tmp_path))
+        prepare.imagenet_builder(str(tmp_path))
     msg = str(e.value)
     manual = os.path.join(str(tmp_path), "downloads", "manual")
     assert manual in msg and "ILSVRC2012_img_train.tar" in msg and "ILSVRC2012_img_val.tar" in msg

@@ -107,8 +107,8 @@ def test_prepare_data_prepares_imagenet_from_the_archives_in_manual_dir(tmp_path
     assert proc.returncode == 0, proc.stderr
     assert "imagenet2012 is prepared in" in proc.stdout and "train 3" in proc.stdout, proc.stdout
     assert "validation 2" in proc.stdout, proc.stdout
-    from resnet_nobn.data import imagenet
-    builder = imagenet.prepare_builder(str(data_dir))  # what a training run calls
+    from resnet_nobn.data import prepare
+    builder = prepare.imagenet_builder(str(data_dir))  # what a training run calls
     assert builder.info.splits["train"].num_examples == 3
 
 

@@ -4,6 +4,7 @@ do not both succeed, an export is checked before it is used (export.json against
 labels.txt), names reach the terminal escaped, and an image is measured from its header before it
 is decoded (resnet_nobn/export/writer.py, resnet_nobn/export/predict.py)."""
 import hashlib
+import io
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import zlib
 import numpy as np
 import pytest
 import tensorflow as tf
+from PIL import Image
 
 from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
@@ -262,8 +264,9 @@ def test_every_format_is_measured_from_its_header(tmp_path):
     assert predict.header_size(bytes(jpeg)) == ("JPEG", 40_000, 30_000, 1)
     assert predict.header_size(_gif(7, 5, frames=3)) == ("GIF", 7, 5, 3)
     assert predict.header_size(_bmp(6, 4)) == ("BMP", 6, 4, 1)
-    webp = b"RIFF\0\0\0\0WEBPVP8L\5\0\0\0\x2f" + (99 | 49 << 14).to_bytes(4, "little") + b"\0"
-    assert predict.header_size(webp) == ("WebP", 100, 50, 1)
+    webp = io.BytesIO()
+    Image.new("RGB", (100, 50)).save(webp, format="WEBP", lossless=True)
+    assert predict.header_size(webp.getvalue()) == ("WebP", 100, 50, 1)
     assert predict.header_size(b"not an image") is None
     meta = dict(image_size=32, input="pixels", dataset="cifar10")
     for name, raw in (("huge.gif", _gif(8000, 8000)), ("many.gif", _gif(2000, 2000, frames=13)),
@@ -306,9 +309,6 @@ def test_an_imagenet_model_refuses_a_format_its_graph_does_not_decode(tmp_path):
     """The ImageNet graph decodes with tf.io.decode_jpeg, as evaluation does: JPEG, PNG and a GIF
     of one frame. A WebP passed the check and failed inside the SavedModel (a traceback); a BMP or
     an animated GIF was called damaged."""
-    import io
-
-    from PIL import Image  # a dependency of matplotlib (requirements.txt)
     pixels = np.random.default_rng(0).integers(0, 256, (40, 30, 3)).astype(np.uint8)
     webp = io.BytesIO()
     Image.fromarray(pixels).save(webp, format="WEBP")

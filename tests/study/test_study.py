@@ -136,7 +136,8 @@ def test_report_groups_seeds_and_sets_the_paper_row_beside_the_papers_configurat
 def test_hparams_domain_covers_earlier_studies_in_the_same_root(tmp_path):
     from tensorboard.plugins.hparams import plugin_data_pb2
     root = str(tmp_path)
-    earlier = grid.make_grid(tiny_config(root), root, ["batch"], ["auto"], ["random"], [(1, 1, 1)], [0])
+    earlier = grid.make_grid(tiny_config(root), root, ["batch"], ["auto"], ["random"], [(1, 1, 1)],
+                             [0])
     os.makedirs(earlier[0].model_dir)
     json.dump(earlier[0].to_json(), open(os.path.join(earlier[0].model_dir, "config.json"), "w"))
     now = grid.make_grid(tiny_config(root), root, ["none"], ["identity", "standard"], ["random"],
@@ -293,9 +294,9 @@ def test_report_prints_no_matplotlib_lines_with_an_unwritable_home(tmp_path):
 
 _HOLDER = """import os, sys, time
 sys.path.insert(0, {root!r})
-from resnet_nobn.train import rundir
+from resnet_nobn.train import lock
 model_dir = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir=")][0]
-with rundir.locked(model_dir):
+with lock.locked(model_dir):
     open(os.path.join(model_dir, "child.pid"), "w").write(str(os.getpid()))
     time.sleep(120)
 """
@@ -346,16 +347,17 @@ def test_a_study_killed_with_sigkill_takes_its_training_child_with_it(tmp_path, 
     if alive:
         os.kill(child, signal.SIGKILL)
     assert not alive, "the training child outlived its SIGKILLed study"
-    assert launcher.run_state(cfg) in ("new", "partial")  # neither running nor failed: re-run resumes it
+    # neither running nor failed: a re-run resumes it
+    assert launcher.run_state(cfg) in ("new", "partial")
 
 
 def test_a_run_held_by_a_live_process_is_running_never_failed(tmp_path):
-    from resnet_nobn.train import rundir
+    from resnet_nobn.train import lock
     cfg, entry = _study_of_one(tmp_path)
     os.makedirs(cfg.model_dir)
     json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
     lines = []
-    with rundir.locked(cfg.model_dir):  # another study's run, training now
+    with lock.locked(cfg.model_dir):  # another study's run, training now
         assert launcher.run_state(cfg) == "running"
         states = launcher.run_study([cfg], entry, [], log=lines.append, timeout=30)
         text, _, _ = report.report(str(tmp_path))
@@ -522,7 +524,8 @@ def test_the_plot_counts_the_runs_of_a_line_that_have_a_curve(tmp_path, monkeypa
 
 def test_report_marks_a_run_that_diverged_outside_a_study_as_diverged(tmp_path):
     """A run trained by hand that diverged (diverged.json, no study_status.json) is in the state
-    the study gives it (launcher.run_state), not partial; so is one that a later launch left failed."""
+    the study gives it (launcher.run_state), not partial; so is one that a later launch left
+    failed."""
     root = str(tmp_path)
     _fake_run(root, "ours", 0, 0.07)
     _fake_run(root, "ours", 1, 0.30, steps=60)
@@ -530,7 +533,8 @@ def test_report_marks_a_run_that_diverged_outside_a_study_as_diverged(tmp_path):
     for seed in (1, 2):
         json.dump(dict(step=66, retry_with="--learning_rate=0.01"),
                   open(os.path.join(root, "ours", f"seed-{seed}", "diverged.json"), "w"))
-    json.dump(dict(status="failed"), open(os.path.join(root, "ours", "seed-2", launcher.STATUS), "w"))
+    json.dump(dict(status="failed"),
+              open(os.path.join(root, "ours", "seed-2", launcher.STATUS), "w"))
     text, _, _ = report.report(root)
     (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
     assert "(diverged: 2 of 3)" in row, row

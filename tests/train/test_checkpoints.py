@@ -1,5 +1,5 @@
-"""Which checkpoint a run restores (resnet_nobn/train/checkpoints.py): the loss record it is judged by
-after a divergence covers a checkpoint a run stopped at and was resumed from."""
+"""Which checkpoint a run restores (resnet_nobn/train/checkpoints.py): the loss record it is judged
+by after a divergence covers a checkpoint a run stopped at and was resumed from."""
 import math
 import os
 
@@ -54,3 +54,18 @@ def test_after_a_first_loop_divergence_and_its_retry_the_initialisation_has_a_fi
                                                   for t in advice}}))
     losses = checkpoints.read_losses(ckpt)
     assert sorted(losses) == [0, 2] and all(map(math.isfinite, losses.values())), losses
+
+
+def test_the_checkpoint_state_file_tracks_the_steps_given_whatever_it_said(tmp_path):
+    """TensorFlow's own writer keeps `ckpt/checkpoint` (as CheckpointManager reads it back): after
+    a rollback it names the checkpoints kept, the last the latest, even over a damaged file."""
+    import tensorflow as tf
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "checkpoint").write_text("garbage {{{")
+    checkpoints.write_checkpoint_state(str(ckpt), [0, 2, 4])
+    state = tf.train.get_checkpoint_state(str(ckpt))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+        "ckpt-0", "ckpt-2", "ckpt-4"]
+    assert os.path.basename(state.model_checkpoint_path) == "ckpt-4"
+    assert 'model_checkpoint_path: "ckpt-4"' in (ckpt / "checkpoint").read_text()  # relative

@@ -192,8 +192,8 @@ def test_bad_timeout_variable_is_one_line_error(name, value, tmp_path):
 # --------------------------------------------------------------------------------------------
 # Two workers train what one device trains (the BN twin and the speed options), on mock CIFAR-10.
 
-# Runs each configuration of argv[1] (JSON {name: overrides of tests/train/test_replicas.py's config})
-# in turn on one MultiWorkerMirroredStrategy, in DUMP_DIR/<name>, and saves every weight to
+# Runs each configuration of argv[1] (JSON {name: overrides of test_replicas.py's config}) in turn
+# on one MultiWorkerMirroredStrategy, in DUMP_DIR/<name>, and saves every weight to
 # DUMP_DIR/<name>_task<i>.npz. The data: the tfds mock CIFAR-10 the one-device runs read.
 SEQUENCE = r"""
 import json, os, sys

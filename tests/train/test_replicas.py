@@ -68,8 +68,8 @@ def bn_runs(tmp_path_factory):
 
 def test_bn_twin_on_two_mirrored_replicas_equals_one_device(bn_runs):
     _, (one, r1), (two, r2) = bn_runs
-    start = train_lib.Trainer(_config(two.cfg.model_dir + "_init", "one_device", use_synthetic_data=True,
-                                  **BN)).model.trainable_weights
+    start = train_lib.Trainer(_config(two.cfg.model_dir + "_init", "one_device",
+                                      use_synthetic_data=True, **BN)).model.trainable_weights
     moved = max(float(np.max(np.abs(v.numpy() - s.numpy()))) for v, s in
                 zip(one.model.trainable_weights, start))
     assert moved > 1e-3  # training really changed the weights

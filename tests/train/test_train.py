@@ -210,7 +210,7 @@ ALLOWED_ON_RESUME = dict(train_steps=9, data_dir="/elsewhere", model_dir="moved"
 
 def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
     import dataclasses
-    from resnet_nobn.train import rundir
+    from resnet_nobn.train import resume, rundir
     from resnet_nobn.config import SCIENTIFIC_FIELDS, TrainConfig
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"model", "eval_only"}
     assert set(REFUSED_ON_RESUME) | set(ALLOWED_ON_RESUME) == fields
@@ -219,11 +219,11 @@ def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
     rundir.atomic_write_json(str(tmp_path / "config.json"), cfg.to_json())
     for name, value in REFUSED_ON_RESUME.items():
         with pytest.raises(UserError, match=f"{name}: "):
-            rundir.check_model_dir(dataclasses.replace(cfg, **{name: value}))
+            resume.check_model_dir(dataclasses.replace(cfg, **{name: value}))
     for name, value in ALLOWED_ON_RESUME.items():
         if name == "model_dir":
             continue
-        _, changes = rundir.check_model_dir(dataclasses.replace(cfg, **{name: value}))
+        _, changes = resume.check_model_dir(dataclasses.replace(cfg, **{name: value}))
         assert changes == {name: [json.loads(json.dumps(getattr(cfg, name))), value]}
 
 
@@ -314,7 +314,8 @@ def test_eval_only_adds_an_evaluation_and_changes_nothing_else(tmp_path):
                                             "there, 7 here"):
             train_lib.train(tiny_config(tmp_path, eval_only=True, **{**kw, "seed": 7,
                                                                  "learning_rate": 0.3}))
-        after = train_lib.train(tiny_config(tmp_path, eval_only=True, eval_steps=1, log_every=5, **kw))
+        after = train_lib.train(tiny_config(tmp_path, eval_only=True, eval_steps=1, log_every=5,
+                                            **kw))
     assert (tmp_path / "config.json").read_text() == config
     assert after == json.loads((tmp_path / "results.json").read_text())
     assert [h["step"] for h in after["history"]] == [2, 3]

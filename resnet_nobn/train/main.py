@@ -1,0 +1,40 @@
+"""The training entry points' main (run/cifar_train.py, run/imagenet_train.py): the parsed flags
+become one configuration, checked with TF_CONFIG and the timeouts before TensorFlow loads, then
+one training run (resnet_nobn/train/trainer.py). The flags themselves: resnet_nobn/cli.py.
+"""
+from absl import flags
+
+from resnet_nobn import cli
+from resnet_nobn.console import quiet_stderr
+from resnet_nobn.train import cluster, multiworker, resume
+
+
+def run():
+    """Runs the entry point whose flags cli.define_flags made (absl parses them, then `main`)."""
+    cli.start(main)
+
+
+def main(argv):
+    """absl main of run/*.py: the flags were parsed; here they become a config, once, and are
+    checked, before TensorFlow is loaded; then one training run."""
+    from absl import logging
+    logging.set_verbosity(logging.ERROR)  # absl warnings of tfds and TensorFlow: errors are ours
+
+    def configure_and_train():
+        cfg = cli.config_from_flags(flags.FLAGS)
+        multiworker.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
+        if cluster.wants_multi_worker(cfg.strategy):
+            multiworker.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
+        else:  # a finished run re-run: said at once, nothing built (not for a cluster's workers)
+            done = resume.finished(cfg)
+            if done:
+                print(done, flush=True)
+                return
+        with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
+            import tensorflow as tf
+            from resnet_nobn.train import trainer
+            cluster.probe_devices()
+        tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
+        trainer.train(cfg)
+
+    cli.main_wrapper(configure_and_train)
