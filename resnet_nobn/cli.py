@@ -172,7 +172,10 @@ def _help(full):
         text += "".join("\n\n" + values.module_help(m).strip("\n") for m in others)
     else:
         text += "\n\n--helpfull lists every other flag too (absl's own)."
-    print(text, flush=True)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
     sys.exit(0)
 
 

@@ -33,6 +33,15 @@ def test_help_explains_every_flag():
         assert f"--{flag}:" in proc.stdout or f"--[no]{flag}:" in proc.stdout, flag
 
 
+def test_help_into_a_pipe_closed_early_exits_0_without_a_traceback():
+    """`--help | head -2`: the reader closes the pipe after two lines."""
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), "--help"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the help is written: every write fails with EPIPE
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
+
+
 def test_imagenet_flags_default_to_the_imagenet_recipe():
     """run/imagenet_train.py differs from run/cifar_train.py only by its recipe (Section 4.2)."""
     proc = run_cli("imagenet_train.py", "--helpfull")
