@@ -249,7 +249,7 @@ def data_dirs(s):
     if _DATA:
         return _DATA
     import numpy as np
-    from bench.fashion_mnist_as_cifar10 import write_arrays
+    from tests.helpers import write_cifar10 as write_arrays
     rng = np.random.default_rng(0)
 
     def arrays(n, shape=(32, 32, 3), classes=10):

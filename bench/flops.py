@@ -1,8 +1,14 @@
 """What Table 2 costs: the training FLOPs per image of the paper's networks, counted by TensorFlow's
-profiler, the FLOPs of each Table-2 row, and an estimate of its hours on one GPU.
+profiler, the FLOPs of each Table-2 row, and an estimate of the hours of one run and of the row on
+one GPU.
 
     python bench/flops.py                       # the Table-1 CIFAR net and the ImageNet net
-    python bench/flops.py --gpu="H100 SXM, bfloat16" --gpu_tflops=989 --fraction_of_peak=0.3
+    python bench/flops.py --gpu="H100 SXM, float32" --gpu_tflops=67
+
+The estimate rests on one assumption: a run reaches the fraction of the GPU's float32 peak that
+the paper's own CIFAR run reached on its K40 (`PAPER_K40`: the Table-1 net at its peak near 50k
+steps of 128 images after about 24 h, on a GPU of 4.29 TFLOP/s float32 peak), i.e. about 20%;
+`--fraction_of_peak` replaces it.
 
 A training step is counted as the graph of one image's forward pass, loss and gradient with
 respect to every trainable weight (tf.compat.v1.profiler, float_operation: the convolutions, their
@@ -20,15 +26,25 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Table 2's rows as run/ablate.py runs them (README "Reproduce Table 2"): (dataset, recipe, norms,
-# seeds). The BN twin (--norm=batch) runs beside the paper's BN-free net in every row.
-ROWS = (("cifar10", "cifar", ("none", "batch"), 3), ("cifar100", "cifar", ("none", "batch"), 3),
-        ("imagenet2012", "imagenet", ("none", "batch"), 1))
+# Table 2's rows as run/ablate.py runs them (README "Reproduce Table 2"): (dataset, norms, seeds). The BN twin (--norm=batch) runs beside the paper's BN-free net in every row.
+ROWS = (("cifar10", ("none", "batch"), 3), ("cifar100", ("none", "batch"), 3),
+        ("imagenet2012", ("none", "batch"), 1))
 
-# NVIDIA H100 SXM, dense TF32 tensor-core peak (no sparsity), TFLOP/s: the GPU of the estimate.
-# TensorFlow runs float32 convolutions in TF32 on it by default; --mixed_precision=bfloat16 would
-# have twice this peak (989).
-H100_TF32_TFLOPS = 494.7
+# NVIDIA A100, float32 peak without tensor cores, TFLOP/s: the GPU of the estimate. TensorFlow runs
+# float32 convolutions on its TF32 tensor cores by default (156 TFLOP/s peak), which may be faster
+# than the estimate; it assumes nothing about them.
+A100_FP32_TFLOPS = 19.5
+# The paper's measurement (Section 4): its CIFAR run peaked near 50k steps of 128 images, "about
+# 24 h" on one NVIDIA K40 (float32 peak 4.29 TFLOP/s at base clock).
+PAPER_K40 = dict(steps=50_000, batch=128, hours=24, tflops=4.29)
+
+
+def paper_fraction(per_image):
+    """The fraction of its K40's float32 peak the paper's CIFAR run reached, given the Table-1
+    net's training FLOPs per image."""
+    k40 = PAPER_K40
+    flops_per_s = k40["steps"] * k40["batch"] * per_image / (k40["hours"] * 3600)
+    return flops_per_s / (k40["tflops"] * 1e12)
 
 
 def conv_forward_flops(model_cfg):
@@ -73,7 +89,7 @@ def profiled_flops(model_cfg, training=True):
 def row_cost(recipe, norms, seeds, count=profiled_flops):
     """(training FLOPs per image of each norm, total FLOPs of the row, runs): every run trains
     train_steps x batch_size images and evaluates the test split every eval_every steps."""
-    from resnet_nobn.config import DATASETS
+    from resnet_nobn.datasets import DATASETS
     info = DATASETS[recipe.dataset]
     evals = math.ceil(recipe.train_steps / recipe.eval_every)
     per_image, total = {}, 0
@@ -89,25 +105,27 @@ def row_cost(recipe, norms, seeds, count=profiled_flops):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpu", default="NVIDIA H100 SXM (TF32)")
-    parser.add_argument("--gpu_tflops", type=float, default=H100_TF32_TFLOPS,
+    parser.add_argument("--gpu", default="NVIDIA A100, float32")
+    parser.add_argument("--gpu_tflops", type=float, default=A100_FP32_TFLOPS,
                         help="the GPU's peak, TFLOP/s")
-    parser.add_argument("--fraction_of_peak", type=float, default=0.1)
+    parser.add_argument("--fraction_of_peak", type=float, default=None,
+                        help="default: the paper's K40 run's (paper_fraction)")
     args = parser.parse_args()
     from resnet_nobn import recipes
-    from resnet_nobn.config import DATASETS
-    rate = args.gpu_tflops * 1e12 * args.fraction_of_peak
-    print(f"| row | runs | training GFLOPs per image (BN-free / BN twin) | total FLOPs | estimated "
-          f"hours on one {args.gpu} at {args.fraction_of_peak:.0%} of peak |")
-    print("| --- | --- | --- | --- | --- |")
-    for dataset, recipe_name, norms, seeds in ROWS:
-        recipe = getattr(recipes, recipe_name)()
-        info = DATASETS[dataset]
-        model = dataclasses.replace(recipe.model, num_classes=info.num_classes)
+    from resnet_nobn.datasets import DATASETS
+    fraction = args.fraction_of_peak or paper_fraction(profiled_flops(recipes.cifar().model))
+    rate = args.gpu_tflops * 1e12 * fraction
+    print(f"| row | runs | training GFLOPs per image (BN-free / BN twin) | total FLOPs | one run "
+          f"| the row | (hours on one {args.gpu} at {fraction:.1%} of its peak) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for dataset, norms, seeds in ROWS:
+        recipe = recipes.for_dataset(dataset)
+        model = dataclasses.replace(recipe.model, num_classes=DATASETS[dataset].num_classes)
         recipe = dataclasses.replace(recipe, model=model, dataset=dataset)
         per_image, total, runs = row_cost(recipe, norms, seeds)
+        hours = total / rate / 3600
         print(f"| {dataset} | {runs} | {' / '.join(f'{per_image[n] / 1e9:.3f}' for n in norms)} | "
-              f"{total:.3g} | {total / rate / 3600:,.1f} |", flush=True)
+              f"{total:.3g} | {hours / runs:,.1f} h | {hours:,.1f} h | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ run. Every run has its own model_dir under --root, so an interrupted sweep resum
 stopped (a finished or diverged run is not run again). `--report` prints the table and draws the
 figure from what is under --root.
 
-    python bench/fashion_mnist_as_cifar10.py --out=/tmp/fmnist
+    python run/prepare_data.py --dataset=fashion_mnist --data_dir=/tmp/fmnist
     python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/stability --blocks=1,9
     python bench/stability.py --root=/tmp/stability --report --figure=docs/stability.png
     python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/long --long --blocks=9 \
@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
+from resnet_nobn.datasets import DATASETS  # noqa: E402
 from resnet_nobn.study.advice import advised_flags  # noqa: E402
 from resnet_nobn.train.rundir import (RESULTS, TRAIN, atomic_file,  # noqa: E402
                                       pending_divergence, read_json, retry_flags)
@@ -98,7 +99,7 @@ def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mod
     its output goes to model_dir/train.log."""
     boundaries = (args.steps // 2, round(args.steps * 5 / 6)) if args.schedule else ()
     warmup = warmup_rule(args.steps, boundaries)
-    cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
+    cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), f"--dataset={args.dataset}",
            f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
            f"--widths={args.widths}", f"--stem_width={args.stem_width or args.widths.split(',')[0]}",
            f"--blocks_per_stage={blocks}", f"--batch_size={args.batch_size}",
@@ -245,8 +246,8 @@ def figure(args, path, blocks=9):
                 axes[2].plot(steps, [max(v[i][1] for v in ratio) for i in range(len(steps))], **kw)
     titles = ("training loss", "largest ||branch(h)|| / ||h|| over the blocks",
               "largest ||update|| / ||W|| over the stages")
-    _finish(fig, axes, titles, f"Fashion-MNIST as CIFAR-10, {blocks} blocks per stage, widths "
-            f"{args.widths}, batch {args.batch_size}", path)
+    _finish(fig, axes, titles, f"{DATASETS[args.dataset].title}, {blocks} blocks per stage, "
+            f"widths {args.widths}, batch {args.batch_size}", path)
 
 
 def _finish(fig, axes, titles, suptitle, path):
@@ -290,7 +291,7 @@ def figure_long(args, path):
                 ax.plot(steps, [max(v[j][1] for v in series) for j in range(len(steps))], **kw)
     titles = ("training loss", "largest |scale| ||C2||_2 ||C1||_2 over the blocks",
               "largest ||branch(h)|| / ||h|| over the blocks")
-    _finish(fig, axes, titles, f"Fashion-MNIST as CIFAR-10, {args.blocks} blocks per stage, "
+    _finish(fig, axes, titles, f"{DATASETS[args.dataset].title}, {args.blocks} blocks per stage, "
             f"widths {args.widths}, batch {args.batch_size}"
             + (", rate /10 at 50% and 83%" if args.schedule else ", constant rate"), path)
 
@@ -298,7 +299,8 @@ def figure_long(args, path):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", required=True, help="directory of the runs (one model_dir each)")
-    p.add_argument("--data_dir", help="tfds data_dir holding cifar10 (Fashion-MNIST's, see above)")
+    p.add_argument("--data_dir", help="tfds data_dir holding --dataset (see above)")
+    p.add_argument("--dataset", default="fashion_mnist", help="the runs' --dataset")
     p.add_argument("--blocks", default="1,9", help="blocks per stage to sweep, comma list")
     p.add_argument("--nets", default="paper,paper_relu,bn,fixup,skipinit",
                    help=f"networks to sweep, comma list of {', '.join(NETS)}")

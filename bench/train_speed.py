@@ -24,7 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from resnet_nobn.config import DATASETS, TrainConfig  # noqa: E402
+from resnet_nobn.config import TrainConfig  # noqa: E402
+from resnet_nobn.datasets import DATASETS  # noqa: E402
 from resnet_nobn.config import ModelConfig  # noqa: E402
 from resnet_nobn.data.cifar import InMemoryInput  # noqa: E402
 from resnet_nobn.train.trainer import Trainer  # noqa: E402

@@ -19,7 +19,8 @@ import typing
 
 from absl import flags
 
-from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig, options, resolve_init
+from resnet_nobn.config import ModelConfig, TrainConfig, options, resolve_init
+from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError
 from resnet_nobn.recipes import datasets_of
 
@@ -154,13 +155,40 @@ def expand_home(argv):
             for a in argv]
 
 
+HELP = {"--help": False, "-h": False, "-?": False, "--helpshort": False, "--helpfull": True}
+
+
+def _help(full):
+    """The entry point's help on stdout, exit status 0: its docstring and its own flags first;
+    with --helpfull then every other module's flags (absl's own last of all)."""
+    main, values = sys.argv[0], flags.FLAGS
+    text = (sys.modules["__main__"].__doc__ or f"usage: {main} [flags]\n").rstrip("\n")
+    text += "\n\nflags:\n\n" + values.module_help(main).strip("\n")
+    if full:
+        shown = {f.name for f in values.get_key_flags_for_module(main)}
+        others = sorted((m for m, fs in values.flags_by_module_dict().items()
+                         if m != main and {f.name for f in fs} - shown),  # not shown above
+                        key=lambda m: (m.startswith("absl."), m))
+        text += "".join("\n\n" + values.module_help(m).strip("\n") for m in others)
+    else:
+        text += "\n\n--helpfull lists every other flag too (absl's own)."
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+    sys.exit(0)
+
+
 def parse_flags(argv, takes_arguments=False):
     """absl's `flags_parser` for every entry point: a flag that does not parse or breaks its
     bounds, a missing required flag, a flagfile that cannot be read or is not text, or an argument
     that is not a flag is one line on stderr and exit status 2, like every other bad input
     (absl's own parser prints several lines and exits 1). `~` is expanded after `=`
-    (`expand_home`). --help exits 1 after the help (absl's convention)."""
+    (`expand_home`). --help (`_help`) prints the help and exits 0, not absl's 1."""
     argv = argv[:1] + expand_home(argv[1:])
+    asked = [a.split("=")[0] for a in argv[1:] if a.split("=")[0] in HELP]
+    if asked:
+        _help(full=any(HELP[a] for a in asked))
     try:
         rest = flags.FLAGS(argv)
     except flags.Error as e:

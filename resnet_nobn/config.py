@@ -15,28 +15,13 @@ import json
 import math
 import typing
 
+from resnet_nobn.datasets import DATASETS, of_recipe
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
 HEADS = ("random", "trained")
 PRECISIONS = ("float32", "float16", "bfloat16")
 FLOAT32_MAX = 3.4028234663852886e38  # every float option is used as a float32
-
-
-@dataclasses.dataclass(frozen=True)
-class DatasetInfo:
-    name: str
-    num_classes: int
-    image_size: int
-    num_train: int
-    num_eval: int
-
-
-DATASETS = {d.name: d for d in (
-    DatasetInfo("cifar10", 10, 32, 50_000, 10_000),
-    DatasetInfo("cifar100", 100, 32, 50_000, 10_000),
-    DatasetInfo("imagenet2012", num_classes=1000, image_size=224, num_train=1_281_167,
-                num_eval=50_000))}
 
 
 def _positive_ints(values):
@@ -176,7 +161,7 @@ class TrainConfig:
                                       "runs and speed measurements.")
     crop_padding: int = option(2, "Training augmentation: zero pixels added on each side "
                                "before the random crop back to 32x32 (the forked code's: 2, i.e. "
-                               "36x36).", "pixels", lower=0, only_for=("cifar10", "cifar100"))
+                               "36x36).", "pixels", lower=0, only_for=of_recipe("cifar"))
     # optimization
     train_steps: int = option(60_000, "Training steps (global batches).", "steps", lower=1)
     batch_size: int = option(128, "Global batch size (images per step over all replicas and "

@@ -7,7 +7,8 @@ run/imagenet_train.py differ only by the recipe their flags default to.
 import json
 import os
 
-from resnet_nobn.config import DATASETS, ModelConfig, TrainConfig
+from resnet_nobn.config import ModelConfig, TrainConfig
+from resnet_nobn.datasets import DATASETS, of_recipe
 
 
 def cifar() -> TrainConfig:
@@ -32,9 +33,13 @@ def imagenet() -> TrainConfig:
 
 
 def datasets_of(recipe: TrainConfig):
-    """The datasets a recipe's model is built for (their image size): its entry point's choices."""
-    size = recipe.model.image_size
-    return tuple(name for name, info in DATASETS.items() if info.image_size == size)
+    """The datasets a recipe trains (resnet_nobn/datasets.py): its entry point's choices."""
+    return of_recipe(DATASETS[recipe.dataset].recipe)
+
+
+def for_dataset(name) -> TrainConfig:
+    """The recipe that trains dataset `name`: `cifar()` or `imagenet()`."""
+    return {"cifar": cifar, "imagenet": imagenet}[DATASETS[name].recipe]()
 
 
 def warmup_rule(train_steps, lr_boundaries=(), lr_decay_every=0):

@@ -24,6 +24,7 @@ import sys
 
 from absl import flags, logging
 
+from resnet_nobn.datasets import DATASETS
 from resnet_nobn.study import grid, hparams, launcher
 
 REPO = _start.REPO
@@ -35,12 +36,13 @@ def _dataset_from_argv(argv):
             return a.split("=", 1)[1]
         if a == "--dataset" and i + 1 < len(argv):
             return argv[i + 1]
-    return "cifar10"
+    return None
 
 
-# The training entry point defines the base flags, with its own defaults (CIFAR's or ImageNet's).
-ENTRY = os.path.join(REPO, launcher.ENTRY_POINTS.get(_dataset_from_argv(sys.argv),
-                                                     "run/cifar_train.py"))
+# The training entry point of the dataset's recipe defines the base flags, with its own defaults
+# (CIFAR's or ImageNet's); an unknown --dataset is refused by its flags.
+_DATASET = DATASETS.get(_dataset_from_argv(sys.argv))
+ENTRY = os.path.join(REPO, _DATASET.entry_point if _DATASET else "run/cifar_train.py")
 _before = set(flags.FLAGS)
 _spec = importlib.util.spec_from_file_location("_study_entry_point", ENTRY)
 _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
@@ -137,29 +139,28 @@ def run():
     try:
         for cfg in configs:
             launcher.check_compatible(cfg)
-        launcher.claim_root(FLAGS.root, configs[0], varied)
+        launcher.claim_root(FLAGS.root, configs[0], varied, write=not FLAGS.print_commands)
     except ValueError as e:
         raise UserError(str(e)) from None
     except OSError as e:
         raise UserError(write_failure(e, FLAGS.root, "fix permissions, free space or use another "
                                       "--root")) from None
+    if FLAGS.print_commands:  # the runs the study would launch now, why not the others; a dry
+        for cfg in configs:   # run: nothing written (each launched run writes its own HParams)
+            why = launcher.skipped(cfg, launcher.run_state(cfg), FLAGS.retry_failed,
+                                   FLAGS.follow_retry_advice)
+            if why:
+                print(f"# {cfg.model_dir}: {why}", file=sys.stderr, flush=True)
+            else:
+                print(shlex.join(grid.command(cfg, ENTRY, base_args) + launcher.launch_flags(
+                    cfg, FLAGS.follow_retry_advice)))
+        return
     with console.quiet_stderr():  # TensorFlow's start-up lines (the HParams summaries need it)
         import tensorflow as tf
         from tensorboard.plugins.hparams import api  # noqa: F401
     tf.get_logger().setLevel("ERROR")
     try:
         hparams.write_hparams_config(FLAGS.root, configs)
-        if FLAGS.print_commands:  # the runs the study would launch now; why the others are not
-            for cfg in configs:
-                why = launcher.skipped(cfg, launcher.run_state(cfg), FLAGS.retry_failed,
-                                       FLAGS.follow_retry_advice)
-                if why:
-                    print(f"# {cfg.model_dir}: {why}", file=sys.stderr, flush=True)
-                else:
-                    hparams.write_run_hparams(cfg)
-                    print(shlex.join(grid.command(cfg, ENTRY, base_args) + launcher.launch_flags(
-                        cfg, FLAGS.follow_retry_advice)))
-            return
     except (OSError, tf.errors.OpError) as e:
         raise UserError(write_failure(e, FLAGS.root, "fix permissions, free space or use another "
                                       "--root") or f"cannot write the study in --root={FLAGS.root}: "

@@ -60,3 +60,54 @@ def signal_when(proc, ready, sig, wait=300):
             proc.kill()
             proc.wait()
     return "".join(lines) + (out or ""), err
+
+
+def write_cifar10(out, data, label_names=None, shape=(32, 32, 3), num_classes=None):
+    """Prepares `<out>/cifar10/3.0.2/` as tfds does, from `data` = {split: (images uint8 NHWC,
+    labels)}; returns the tfds builder. `label_names` (default: CIFAR-10's), `shape` and
+    `num_classes` (default: len(label_names)) are what dataset_info.json records: tests write
+    damaged directories with other ones, and other datasets' images under the name."""
+    import tensorflow_datasets as tfds
+    from tensorflow_datasets.image_classification import cifar
+
+    from resnet_nobn.datasets import CIFAR10_NAMES
+    label_names = list(label_names or CIFAR10_NAMES)
+
+    class Cifar10(cifar.Cifar10, skip_registration=True):  # tfds name: "cifar10"
+        def _info(self):
+            return tfds.core.DatasetInfo(
+                builder=self, supervised_keys=("image", "label"),
+                features=tfds.features.FeaturesDict({
+                    "id": tfds.features.Text(), "image": tfds.features.Image(shape=tuple(shape)),
+                    "label": tfds.features.ClassLabel(names=label_names) if num_classes is
+                    None else tfds.features.ClassLabel(num_classes=num_classes)}))
+
+        def _split_generators(self, dl_manager):
+            return {name: self._generate(name, *arrays) for name, arrays in data.items()}
+
+        def _generate(self, name, images, labels):
+            for i, (image, label) in enumerate(zip(images, labels)):
+                yield i, {"id": f"{name}_{i:05d}", "image": image, "label": int(label)}
+
+    builder = Cifar10(data_dir=out)
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    return builder
+
+
+def write_idx(directory, train, test):
+    """The four gzipped idx files of Fashion-MNIST (its names, MNIST's format) in `directory`, from
+    (images uint8 [n, 28, 28], labels) of each split: what Debian's package installs."""
+    import gzip
+
+    import numpy as np
+    from resnet_nobn.data.fashion_mnist import FILES
+    os.makedirs(directory, exist_ok=True)
+    for (images_file, labels_file), (images, labels) in zip(FILES.values(), (train, test)):
+        for name, array in ((images_file, images), (labels_file, labels)):
+            array = np.asarray(array, np.uint8)
+            head = bytes([0, 0, 8, array.ndim]) + b"".join(
+                int(d).to_bytes(4, "big") for d in array.shape)
+            with gzip.open(os.path.join(directory, name), "wb") as f:
+                f.write(head + array.tobytes())
+    return directory

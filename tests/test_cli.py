@@ -23,13 +23,23 @@ def _assert_one_line_error(proc, *fragments):
 
 
 def test_help_explains_every_flag():
-    proc = run_cli("cifar_train.py", "--help")  # absl exits 1 after printing help
+    proc = run_cli("cifar_train.py", "--help")
+    assert proc.returncode == 0, proc.stderr
     for flag in ("dataset", "data_dir", "use_synthetic_data", "norm", "init", "head",
                  "blocks_per_stage", "widths", "train_steps", "batch_size", "learning_rate",
                  "lr_boundaries", "weight_decay", "seed", "warmup_steps", "model_dir",
                  "eval_every", "eval_steps", "eval_only", "strategy", "checkpoint_every",
                  "xla", "mixed_precision"):
         assert f"--{flag}:" in proc.stdout or f"--[no]{flag}:" in proc.stdout, flag
+
+
+def test_help_into_a_pipe_closed_early_exits_0_without_a_traceback():
+    """`--help | head -2`: the reader closes the pipe after two lines."""
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), "--help"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the help is written: every write fails with EPIPE
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
 
 
 def test_imagenet_flags_default_to_the_imagenet_recipe():

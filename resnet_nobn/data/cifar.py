@@ -1,5 +1,10 @@
 """CIFAR-10/100 input (Section 4): tfds, held in memory, augmented as in the TensorFlow ResNet code.
 
+It reads every dataset of the CIFAR recipe (resnet_nobn/datasets.py), Fashion-MNIST too: images the
+dataset holds in another shape (Fashion-MNIST's 28x28 grey) become the network's 32x32x3 in one
+place, `to_network` (zero padding and the grey value in every channel), used by this pipeline and
+by the export's serving graph alike.
+
 Training augmentation (cifar_input.py of tensorflow/models/resnet, which the paper forked): zero-pad
 to 36x36 (`image_size + 4`, `crop_padding=2` pixels a side), random 32x32 crop, random horizontal
 flip, per-image standardisation. The test split is only standardised.
@@ -16,12 +21,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
+from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import prepare, tfds_dir
 from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
+from resnet_nobn.datasets import DATASETS, DatasetInfo
 from resnet_nobn.errors import UserError
-
-NAMES = ("cifar10", "cifar100")
 
 
 def load_split(builder, split, info: DatasetInfo = None):
@@ -45,14 +49,26 @@ def load_split(builder, split, info: DatasetInfo = None):
     if info is not None:
         files = os.path.join(str(builder.data_dir), f"{builder.name}-{split}.tfrecord-*")
         again = tfds_dir.prepare_again(builder, info.name)
-        if images.shape[1:] != (info.image_size, info.image_size, 3):
+        if images.shape[1:] != info.stored:
             raise UserError(f"{files} holds {'x'.join(map(str, images.shape[1:]))} images, "
-                            f"{info.name} has {info.image_size}x{info.image_size}x3; {again}")
+                            f"{info.name} has {'x'.join(map(str, info.stored))}; {again}")
         bad = labels[(labels < 0) | (labels >= info.num_classes)]
         if bad.size:
             raise UserError(f"{files} holds label {bad[0]}, outside 0..{info.num_classes - 1} of "
                             f"{info.name}; {again}")
     return images, labels
+
+
+def to_network(images, info: DatasetInfo):
+    """uint8 images (one, or a batch) as dataset `info` holds them (`info.stored`) as the network
+    takes them, image_size x image_size x 3: zero-padded evenly on each side (Fashion-MNIST's 28x28:
+    2 pixels a side) and a grey channel copied to three. CIFAR's pass unchanged."""
+    size = info.image_size
+    if info.stored != (size, size, 3):
+        images = tf.image.resize_with_crop_or_pad(images, size, size)  # pads: stored <= size
+        if info.stored[-1] == 1:
+            images = tf.image.grayscale_to_rgb(images)
+    return images
 
 
 def standardize(image):
@@ -71,15 +87,18 @@ def augment(image, seed, padding):
 
 
 class InMemoryInput:
-    """A dataset held in memory (CIFAR), read through tfds; the stream is a function of the step."""
+    """A dataset held in memory (CIFAR's recipe), read through tfds; the stream is a function of
+    the step. Images are held as the dataset stores them and made the network's (`to_network`)
+    as they are read."""
 
-    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2):
+    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2, mismatch=None):
         self.info, self.seed, self.crop_padding = info, seed, crop_padding
+        self.mismatch = mismatch  # tfds_dir.provenance: whose images these are, if not info's
         self._train_images, self._train_labels = train
         self._test_images, self._test_labels = test
 
     def train_dataset(self, ctx: tf.distribute.InputContext, global_batch, start_step):
-        n, seed, padding = len(self._train_labels), self.seed, self.crop_padding
+        n, seed, padding, info = len(self._train_labels), self.seed, self.crop_padding, self.info
         images = tf.constant(self._train_images)
         labels = tf.constant(self._train_labels)
 
@@ -94,8 +113,8 @@ class InMemoryInput:
 
         def load(t):
             pos, idx = t[0], t[1]
-            image = augment(tf.gather(images, idx), tf.stack([tf.constant(seed, tf.int64), pos]),
-                            padding)
+            image = augment(to_network(tf.gather(images, idx), info),
+                            tf.stack([tf.constant(seed, tf.int64), pos]), padding)
             return standardize(image), tf.gather(labels, idx)
 
         return batch_and_prefetch(pipeline_part(ds, global_batch, ctx), load, ctx, global_batch)
@@ -113,18 +132,20 @@ class InMemoryInput:
 
         def load(i):
             j = tf.minimum(i, n - 1)
-            return standardize(tf.gather(images, j)), tf.gather(labels, j), tf.cast(i < n, tf.float32)
+            image = standardize(to_network(tf.gather(images, j), self.info))
+            return image, tf.gather(labels, j), tf.cast(i < n, tf.float32)
 
         return batch_and_prefetch(ds, load, ctx, global_batch)
 
 
 def make_input(cfg: TrainConfig):
-    """The CIFAR input of `cfg`, both splits read into memory and checked (image shape, number
-    of classes, every file readable, every label in range) before training: UserError if
-    unavailable or damaged (resnet_nobn/data/tfds_dir.py)."""
+    """The input of `cfg` (a dataset of the CIFAR recipe), both splits read into memory and checked
+    (image shape, number of classes, every file readable, every label in range) before training:
+    UserError if unavailable or damaged (resnet_nobn/data/tfds_dir.py). A directory holding
+    another dataset's images under the name is trained on, and its `mismatch` kept for the run's
+    records."""
     info = DATASETS[cfg.dataset]
-    builder = prepare.cifar_builder(cfg.dataset, cfg.data_dir)
-    tfds_dir.check_prepared(builder, cfg.dataset, (info.image_size, info.image_size, 3),
-                            info.num_classes, ("train", "test"))
+    builder = prepare.prepared_builder(cfg.dataset, cfg.data_dir)
+    tfds_dir.check_prepared(builder, cfg.dataset, info.stored, info.num_classes, ("train", "test"))
     return InMemoryInput(info, load_split(builder, "train", info), load_split(builder, "test", info),
-                         cfg.seed, cfg.crop_padding)
+                         cfg.seed, cfg.crop_padding, tfds_dir.provenance(builder, info))

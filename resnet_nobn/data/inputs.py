@@ -1,18 +1,19 @@
 """The input of a run: which module reads which dataset, and synthetic data for any of them.
 
-CIFAR-10/100 are read by resnet_nobn/data/cifar.py, ImageNet by resnet_nobn/data/imagenet.py;
-both split every global batch over workers and replicas alike (resnet_nobn/data/pipeline.py).
-Each input has `train_dataset(ctx, global_batch, start_step)` of (images, labels),
-`num_eval_batches(global_batch)` and `eval_dataset(ctx, global_batch)` of (images, labels,
-weights), the padding weighted 0.
+The datasets of the CIFAR recipe (CIFAR-10/100, Fashion-MNIST: resnet_nobn/datasets.py) are read by
+resnet_nobn/data/cifar.py, ImageNet by resnet_nobn/data/imagenet.py; both split every global batch
+over workers and replicas alike (resnet_nobn/data/pipeline.py). Each input has
+`train_dataset(ctx, global_batch, start_step)` of (images, labels), `num_eval_batches(global_batch)`
+and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding weighted 0.
 """
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn.config import DATASETS, DatasetInfo, TrainConfig
+from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import cifar, imagenet, tfds_dir
+from resnet_nobn.datasets import DATASETS, DatasetInfo
 
-INPUTS = {**{name: cifar.make_input for name in cifar.NAMES}, imagenet.NAME: imagenet.make_input}
+INPUTS = {"cifar": cifar.make_input, "imagenet": imagenet.make_input}  # by the dataset's recipe
 
 
 class SyntheticInput:
@@ -48,7 +49,7 @@ def make_input(cfg: TrainConfig):
     read through tfds (UserError if unavailable)."""
     if cfg.use_synthetic_data:
         return SyntheticInput(DATASETS[cfg.dataset], cfg.seed)
-    return INPUTS[cfg.dataset](cfg)
+    return INPUTS[DATASETS[cfg.dataset].recipe](cfg)
 
 
 def read_error(error, inp):

@@ -1,38 +1,29 @@
-"""A tfds data directory prepared: CIFAR downloaded (in a bounded time,
-resnet_nobn/data/download.py) and ImageNet built from the ILSVRC archives, by the tfds builders' own
-`download_and_prepare`; a directory prepared already is checked (resnet_nobn/data/tfds_dir.py). The
-training inputs (cifar.py, imagenet.py) and run/prepare_data.py get their builders here.
+"""Getting a dataset into a tfds data directory, or saying in one line why it cannot be.
+
+The datasets the CIFAR input reads (resnet_nobn/datasets.py) are prepared by tfds' own builders:
+downloaded, or for Fashion-MNIST built from the idx files Debian installs, without network
+(resnet_nobn/data/fashion_mnist.py). run/prepare_data.py prepares into any directory; a training
+run without --data_dir prepares into tfds' default one the same way, and with --data_dir prepares
+nothing. A download that fails is said in one line within seconds (tfds' retries lowered, every
+network wait bounded: resnet_nobn/data/download.py) that names the routes needing no internet,
+and leaves nothing behind: what it made in the data directory (the dataset's directory, tfds'
+download and extraction directories, partial `*.tmp.*` files, the directory itself) is removed
+(`leaves_nothing`). ImageNet is built from the ILSVRC archives placed by hand (`imagenet_builder`).
+The training inputs (cifar.py, imagenet.py) and run/prepare_data.py get their builders here.
 """
+import contextlib
+import io
 import os
 import re
+import shutil
 import tarfile
 
-import tensorflow as tf
-
-from resnet_nobn.config import DATASETS
-from resnet_nobn.data import download, tfds_dir
+from resnet_nobn.console import log
+from resnet_nobn.data import download, fashion_mnist, tfds_dir
+from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError, first_line, prepare_data_command
 
-# --------------------------------------------------------------------------------------------
-# CIFAR
-
-
 DOWNLOAD_RETRIES = 3  # tfds' retries of a failed download request (its default 10: 204 s offline)
-
-
-def cifar_builder(name, data_dir):
-    """Returns a prepared tfds builder, or raises UserError saying how to get the data.
-
-    With an explicit `data_dir` nothing is downloaded: the data must already be there. Without
-    one, tfds' default directory is used and tfds may download (CIFAR) into it.
-    """
-    builder = tfds_builder(name, data_dir)
-    if builder.is_prepared():
-        return builder
-    if data_dir is not None:
-        raise UserError(f"no prepared {name} in --data_dir={data_dir} "
-                        f"(expected {builder.data_dir}); {_how_to_prepare(name)}")
-    return download_and_prepare(builder)
 
 
 def tfds_builder(name, data_dir):
@@ -54,9 +45,64 @@ def tfds_builder(name, data_dir):
     return builder
 
 
-def _how_to_prepare(name):
+def prepared_builder(name, data_dir):
+    """A prepared tfds builder of `name`, or UserError saying how to get the data. With an explicit
+    `data_dir` nothing is prepared: the data must be there. Without one, tfds' default directory
+    is used, and the dataset prepared into it (`prepare`)."""
+    builder = tfds_builder(name, data_dir)
+    if builder.is_prepared():
+        return builder
+    if data_dir is not None:
+        raise UserError(f"no prepared {name} in --data_dir={data_dir} "
+                        f"(expected {builder.data_dir}); {how_to_prepare(name)}")
+    return prepare(builder)
+
+
+def offline_source(name, manual=None):
+    """The directory `name` is prepared from without network (Fashion-MNIST's idx files: `manual`,
+    else Debian's if installed), or None: it is downloaded. UserError for a `manual` without
+    them."""
+    if name != fashion_mnist.NAME:
+        return None
+    if manual is not None:
+        if fashion_mnist.missing(manual):
+            raise UserError(f"--manual_dir={manual} lacks {', '.join(fashion_mnist.missing(manual))}"
+                            f" (Fashion-MNIST's idx files); give the directory that holds all four")
+        return manual
+    return None if fashion_mnist.missing(fashion_mnist.SOURCE) else fashion_mnist.SOURCE
+
+
+def prepare(builder, manual=None):
+    """Prepares `builder`'s dataset in its data directory: from its offline source if it has one
+    (`offline_source`), else downloaded; returns the builder of the prepared dataset."""
+    import tensorflow_datasets as tfds
+    source = offline_source(builder.name, manual)
+    log(f"preparing {builder.name} in {builder.data_dir} from "
+        + (f"{source} (no download)" if source else "a download") + " ...")
+    if source is None:
+        return download_and_prepare(builder)
+    root = tfds_dir.data_dir_root(builder)
+    before = _paths(root, builder.name)
+    with leaves_nothing(root, builder.name), contextlib.redirect_stdout(io.StringIO()):
+        fashion_mnist.builder(root, source).download_and_prepare(  # its "Downloading ..." line
+            download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    for path in sorted(_paths(root, builder.name) - before, key=len, reverse=True):
+        with contextlib.suppress(OSError):  # the empty downloads/ tfds made for nothing
+            os.rmdir(path)
+    return tfds.builder(builder.name, data_dir=root)
+
+
+def how_to_prepare(name):
+    """The fix a message about data `name` cannot get ends with: how to prepare it elsewhere, and
+    the routes that need no internet."""
+    if name == fashion_mnist.NAME:
+        return (f"install Debian's idx files ({fashion_mnist.INSTALL}) and run "
+                f"`{prepare_data_command(name)}`, or give it the four idx files with --manual_dir; "
+                f"without them, train on random images with --use_synthetic_data")
     return (f"prepare it on a machine with internet access with `{prepare_data_command(name)}` "
-            f"and copy DIR here (or pass its path with --data_dir)")
+            f"and copy DIR here (or pass its path with --data_dir); without internet, train on "
+            f"random images with --use_synthetic_data, or on real ones prepared offline with "
+            f"`{prepare_data_command(fashion_mnist.NAME)}` and --dataset={fashion_mnist.NAME}")
 
 
 def _reason(e):
@@ -72,7 +118,8 @@ def _reason(e):
 
 
 def download_and_prepare(builder):
-    """Downloads CIFAR into the builder's data_dir and prepares it (tfds); returns the builder.
+    """Downloads the builder's dataset into its data_dir and prepares it (tfds); returns the
+    builder. UserError (one line) if it cannot, with nothing left behind (`leaves_nothing`).
 
     tfds retries a failed request `MAX_RETRIES` = 10 times with exponential backoff: 204 s before
     any error where the server cannot be reached (measured). With tfds' own setting lowered to
@@ -87,14 +134,62 @@ def download_and_prepare(builder):
     downloader.MAX_RETRIES = DOWNLOAD_RETRIES
     tfds.disable_progress_bar()
     try:
-        with download.bounded(seconds):
+        with (leaves_nothing(tfds_dir.data_dir_root(builder), name), download.bounded(seconds),
+              contextlib.redirect_stdout(io.StringIO())):  # tfds' own lines: ours say it
             builder.download_and_prepare()
     except Exception as e:  # noqa: BLE001 -- any download failure is reported the same way
         raise UserError(f"could not download {name} ({_reason(e)}"
-                        f"{download.explain(str(e), seconds)}); {_how_to_prepare(name)}") from None
+                        f"{download.explain(str(e), seconds)}); {how_to_prepare(name)}") from None
     finally:
         downloader.MAX_RETRIES = default_retries
     return builder
+
+
+def write_examples(builder, directory, n=10):
+    """Writes the first `n` test images of a prepared dataset of pixel arrays as PNG files named
+    `<index>_<label>.png` into `directory` (made if missing), to try run/predict.py on; returns
+    their paths."""
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+    names = builder.info.features["label"].names
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for i, (image, label) in enumerate(tfds.as_numpy(
+            builder.as_dataset(split="test", as_supervised=True).take(n))):
+        slug = re.sub(r"[^a-z0-9]+", "-", names[label].lower()).strip("-") or str(label)
+        paths.append(os.path.join(directory, f"{i:02d}_{slug}.png"))
+        tf.io.write_file(paths[-1], tf.io.encode_png(image))
+    return paths
+
+
+def _paths(root, name):
+    """Every path under `root` that preparing dataset `name` writes to: the dataset's directory
+    and tfds' downloads/ (walked whole), and `root` itself."""
+    out = {root} if os.path.exists(root) else set()
+    for top in (os.path.join(root, name), os.path.join(root, "downloads")):
+        for where, dirs, files in os.walk(top):
+            out.update(os.path.join(where, f) for f in dirs + files)
+        if os.path.exists(top):
+            out.add(top)
+    return out
+
+
+@contextlib.contextmanager
+def leaves_nothing(root, name):
+    """If the block raises (or is interrupted), every path it made where preparing `name` in the
+    tfds data directory `root` writes (`_paths`) is removed, newest first: an empty dataset
+    directory, a partial download, tfds' empty downloads/ and `root` if it made them."""
+    before = _paths(root, name)
+    try:
+        yield
+    except BaseException:
+        for path in sorted(_paths(root, name) - before, key=len, reverse=True):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+        raise
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,6 +219,7 @@ def imagenet_builder(data_dir, manual=None):
     Raises UserError naming the exact paths when the archives are missing (tfds itself raises an
     AssertionError deep inside the builder).
     """
+    import tensorflow as tf
     import tensorflow_datasets as tfds
     if data_dir is not None and not os.path.isdir(data_dir):
         raise UserError(f"--data_dir={data_dir} does not exist")

@@ -8,7 +8,8 @@ refused with one line naming the file: each split's files must hold the bytes da
 records (its records plus 16 bytes of TFRecord framing each), and if they do not, each shard's
 records are counted from their length headers against the shard lengths recorded, to name the
 damaged one. What only reading shows (a corrupted record, a label out of range) is turned into one
-line the same way (`read_error`). `check_readable` names a damaged dataset_info.json or
+line the same way (`read_error`). A directory of the right shapes whose recorded class names are
+another dataset's is not refused: `provenance` says whose it is, for the run's records. `check_readable` names a damaged dataset_info.json or
 features.json for run/prepare_data.py. The fix is always the same: delete the dataset's directory
 and prepare the data again (`errors.prepare_data_command`), which a directory that is already
 prepared would not do.
@@ -116,6 +117,26 @@ def check_prepared(builder, name, image_shape, num_classes, splits):
                         f"{f} is {'truncated' if size < expected else 'damaged'} (it "
                         + ("ends inside a record" if got is None else f"holds {got:,} records")
                         + f", dataset_info.json records {n:,}); {prepare_again(builder, name)}")
+
+
+def provenance(builder, info):
+    """None if the prepared directory of `builder` holds dataset `info` as far as it records (or
+    records nothing: tfds' mock data), else one line saying whose it is: the class names it
+    records, which are not the dataset's (`info.label_names`). Another dataset written under the
+    name (Fashion-MNIST as `cifar10`, say) is told this way, so that a run on it says so."""
+    import tensorflow_datasets as tfds
+    where = str(builder.data_dir)
+    if not info.label_names or not os.path.isfile(os.path.join(where, "dataset_info.json")):
+        return None
+    try:
+        names = list(tfds.builder_from_directory(where).info.features["label"].names)
+    except Exception:  # noqa: BLE001 -- check_prepared has read it: nothing more to learn here
+        return None
+    if names == list(info.label_names):
+        return None
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    return (f"{where} is not {info.title}: its classes are {shown}, not "
+            f"{', '.join(info.label_names[:3])}, ...")
 
 
 def read_error(error, builder, name, split=None):

@@ -7,10 +7,11 @@ import os
 
 from resnet_nobn import paper, recipes
 from resnet_nobn.cli import flag_text
-from resnet_nobn.config import (DATASETS, ModelConfig, TrainConfig, config_diffs, options,
-                                 resolve_head_seed, resolve_init)
+from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options, resolve_head_seed,
+                                resolve_init)
+from resnet_nobn.datasets import DATASETS, shown
 from resnet_nobn.export.files import KERAS
-from resnet_nobn.export.serving import CIFAR, TOP_K, input_spec
+from resnet_nobn.export.serving import TOP_K, input_spec
 from resnet_nobn.train import provenance, rundir
 
 # How to load model.keras: given in the model card and in docs/training.md.
@@ -19,13 +20,9 @@ LOAD_KERAS = ("```python", "import keras", "from resnet_nobn.model import custom
               'custom_objects=custom_objects())', "```")
 
 
-def _recipe(cfg):
-    return recipes.cifar() if cfg.dataset in CIFAR else recipes.imagenet()
-
-
 def run_flags(cfg: TrainConfig):
     """The flags of the run (config.json) that differ from its entry point's defaults."""
-    recipe = _recipe(cfg)
+    recipe = recipes.for_dataset(cfg.dataset)
     out = []
     for owner, defaults, cls in ((cfg.model, recipe.model, ModelConfig),
                                  (cfg, recipe, TrainConfig)):
@@ -50,9 +47,10 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     import keras
     import tensorflow as tf
 
-    m, recipe = cfg.model, _recipe(cfg)
-    cifar = cfg.dataset in CIFAR
-    script = "run/cifar_train.py" if cifar else "run/imagenet_train.py"
+    m, recipe, info = cfg.model, recipes.for_dataset(cfg.dataset), DATASETS[cfg.dataset]
+    results = results or {}
+    mismatch = results.get("data_mismatch")  # another dataset's images under the name
+    cifar, script = info.recipe == "cifar", info.entry_point
     config = cfg.to_json()
     where = "Table 1 (Section 4)" if cifar else "Section 4.2"
     if m.norm == "batch":
@@ -71,14 +69,14 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
                 f"{flag_text(recipe.model.widths)}, {flag_text(recipe.model.blocks_per_stage)} "
                 "blocks per stage)"))
     flags = run_flags(cfg)
-    results = results or {}
     evaluated = next((h for h in results.get("history") or []
                       if isinstance(h, dict) and h.get("step") == step), None)
     split = "test" if cifar else "validation"
     data = ("synthetic random images (`--use_synthetic_data`): the errors and the predictions "
             "mean nothing" if cfg.use_synthetic_data else
-            f"tfds `{cfg.dataset}`"
-            + (f" from `--data_dir={cfg.data_dir}`" if cfg.data_dir else ""))
+            f"tfds `{cfg.dataset}` ({info.title})"
+            + (f" from `--data_dir={cfg.data_dir}`" if cfg.data_dir else "")
+            + (f", **but {mismatch}**" if mismatch else ""))
     if evaluated is None:
         seen = ", ".join(str(h.get("step")) for h in results.get("history") or []
                          if isinstance(h, dict))
@@ -87,7 +85,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     else:
         n = evaluated.get("eval_examples")
         # told by the evaluation itself: --eval_only may use another --eval_steps than config.json
-        first = n < DATASETS[cfg.dataset].num_eval and n % cfg.batch_size == 0
+        first = n < info.num_eval and n % cfg.batch_size == 0
         whole = "" if cfg.use_synthetic_data else (
             f" (its first {n // cfg.batch_size} batches of {cfg.batch_size}: `--eval_steps`)"
             if first else " (the whole split)")
@@ -98,32 +96,39 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     nots = []
     if cfg.use_synthetic_data:
         nots.append("trained on synthetic random images, not on data")
+    elif mismatch:
+        nots.append(f"not trained on {info.title}, though its records name `{cfg.dataset}`: "
+                    f"{mismatch}")
     elif cfg.data_dir:
-        nots.append(f"trained on whatever tfds `{cfg.dataset}` directory `{cfg.data_dir}` held: "
-                    "check that it is the real dataset (bench/fashion_mnist_as_cifar10.py, for "
-                    "one, writes Fashion-MNIST as a `cifar10` directory)")
+        nots.append(f"not checked to be {info.title} beyond the image shape and class names its tfds "
+                    f"directory `{cfg.data_dir}` records")
     if step < recipe.train_steps:
         nots.append(f"trained {step:,} steps, not the paper's {recipe.train_steps:,}")
     differs = [d for d in config_diffs(recipe.to_json(), cfg.to_json())
                if not d.startswith(("num_classes", "image_size", "init", "head_seed"))]
     if differs:
         nots.append("not the paper's network: " + "; ".join(differs))
-    row = paper.paper_row(config)
+    row = None if mismatch else paper.paper_row(config)
     if row is None or nots:
         nots.append("not a Table 2 reproduction" + (
+            f" ({info.title} is not one of Table 2's datasets)"
+            if cfg.dataset not in paper.TABLE2 else
             "" if row is None else f" (Table 2, row {row[0]}: {row[1]}% top-1 error)"))
     else:
         nots.append(f"one run (seed {cfg.seed}) of the paper's setup, not a Table 2 "
                     f"reproduction by itself: Table 2, row {row[0]}, gives {row[1]}% top-1 error")
     rollbacks = results.get("rollbacks") or []
     lines = [
-        f"# Model card: {m.norm == 'none' and 'resnet_nobn' or 'resnet_bn'}, {cfg.dataset}, "
-        f"step {step}",
+        f"# Model card: {m.norm == 'none' and 'resnet_nobn' or 'resnet_bn'}, "
+        f"{shown(cfg.dataset, cfg.use_synthetic_data, mismatch)}, step {step}",
         "",
         "## What it is",
         "",
         f"- Hardt & Ma, \"Identity Matters in Deep Learning\" (ICLR 2017): {what}.",
-        f"- {shape}; {m.num_classes} classes, {m.image_size}x{m.image_size} RGB input.",
+        f"- {shape}; {m.num_classes} classes, {m.image_size}x{m.image_size} RGB input"
+        + ("." if not info.pixels or info.stored == (m.image_size, m.image_size, 3) else
+           f" ({info.title}'s {info.stored[0]}x{info.stored[1]} "
+           f"{'grey ' if info.stored[2] == 1 else ''}images zero-padded to it, as in training)."),
         f"- Trained by `python {script}` with "
         + (" ".join(f"`{f}`" for f in flags) if flags else "its defaults") + " (config.json; "
         "the other flags are the recipe's defaults).",

@@ -16,7 +16,7 @@ import struct
 
 from PIL import Image
 
-from resnet_nobn.config import DATASETS
+from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError, first_line
 from resnet_nobn.export.files import GLOB, LABELS, META, SAVED_MODEL, digest
 
@@ -106,12 +106,15 @@ def header_size(raw):
 
 def read_images(paths, meta, resize=False):
     """(the serving input for `paths`, a note per file); UserError for a file that cannot be read
-    or decoded, claims more than MAX_PIXELS pixels, or (CIFAR, without `resize`) is not of the
-    model's size."""
+    or decoded, claims more than MAX_PIXELS pixels, or (a model of pixel arrays, without `resize`)
+    is not of the model's size. A model of grey images (Fashion-MNIST) gets each file as grey, at
+    the dataset's size: its serving graph pads it as training did."""
     import numpy as np
     import tensorflow as tf
     from resnet_nobn.data.imagenet import eval_shorter_side
     size, batch, notes = meta["image_size"], [], []
+    info = DATASETS[meta["dataset"]]
+    channels = info.stored[-1] if info.pixels else 3
     shorter = eval_shorter_side(size)  # an ImageNet model's evaluation resize
     for path in paths:
         try:
@@ -140,7 +143,7 @@ def read_images(paths, meta, resize=False):
                             f"{MAX_PIXELS:,} pixels; crop it closer to square first")
         try:  # encoded files are decoded in the graph as evaluation does: decode_jpeg (JPEG, PNG)
             image = (tf.io.decode_jpeg(raw, channels=3) if meta["input"] == "encoded" else
-                     tf.io.decode_image(raw, channels=3, expand_animations=False))
+                     tf.io.decode_image(raw, channels=channels, expand_animations=False))
         except (tf.errors.InvalidArgumentError, ValueError):
             raise UserError(f"{path} is a damaged {kind} file or one TensorFlow cannot decode"
                             ) from None

@@ -3,21 +3,28 @@ preprocessing inside the graph, and its outputs (written by resnet_nobn/export/w
 described in the model card).
 """
 from resnet_nobn.config import TrainConfig
+from resnet_nobn.datasets import DATASETS
 
 TOP_K = 5
-CIFAR = ("cifar10", "cifar100")  # the datasets served as uint8 pixel arrays; the others as files
 
 
 def input_spec(cfg: TrainConfig):
-    """(tf.TensorSpec of the serving input, its description, the evaluation preprocessing)."""
+    """(tf.TensorSpec of the serving input, its description, the evaluation preprocessing): the
+    images as the dataset holds them (uint8 pixels, made the network's by the input pipeline's own
+    `to_network`; ImageNet: encoded files, decoded and cropped by its evaluation preprocessing)."""
     import tensorflow as tf
 
     from resnet_nobn.data import cifar, imagenet
-    size = cfg.model.image_size
-    if cfg.dataset in CIFAR:
-        return (tf.TensorSpec([None, size, size, 3], tf.uint8, name="images"),
-                f"uint8 [N, {size}, {size}, 3] RGB pixels; per-image standardization",
-                cifar.standardize)
+    info, size = DATASETS[cfg.dataset], cfg.model.image_size
+    if info.pixels:
+        h, w, c = info.stored
+        padded = "" if info.stored == (size, size, 3) else (
+            f"; zero-padded to {size}x{size}" + (", the grey value in 3 channels" if c == 1 else "")
+            + ", as in training")
+        return (tf.TensorSpec([None, h, w, c], tf.uint8, name="images"),
+                f"uint8 [N, {h}, {w}, {c}] {'RGB' if c == 3 else 'grey'} pixels{padded}; "
+                "per-image standardization",
+                lambda images: cifar.standardize(cifar.to_network(images, info)))
 
     def preprocess(encoded):
         return tf.map_fn(lambda e: imagenet.preprocess_eval(e, size), encoded,

@@ -25,10 +25,11 @@ import shutil
 import tempfile
 
 from resnet_nobn.config import TrainConfig
+from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError, broken_link, disk_full, first_line
 from resnet_nobn.export.files import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
 from resnet_nobn.export.model_card import model_card
-from resnet_nobn.export.serving import CIFAR, serving_archive
+from resnet_nobn.export.serving import serving_archive
 from resnet_nobn.train import rundir
 
 
@@ -172,23 +173,24 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
 def label_names(cfg: TrainConfig):
     """(names, where they came from): the tfds label names of the run's dataset, read without
     downloading from the prepared dataset in the run's --data_dir (or tfds' default directory),
-    else from the tfds builder's own code; numbers when tfds has no names."""
+    else from the tfds builder's own code, else the dataset table's (resnet_nobn/datasets.py: tfds'
+    code does not name CIFAR's classes); numbers when none has names."""
     import tensorflow_datasets as tfds
-    n = cfg.model.num_classes
+    n, info = cfg.model.num_classes, DATASETS[cfg.dataset]
     for data_dir in dict.fromkeys([cfg.data_dir, None]):
         try:
             builder = tfds.builder(cfg.dataset, data_dir=data_dir)
             names = list(builder.info.features["label"].names)
         except Exception:  # noqa: BLE001 -- a damaged or missing dataset_info: try the next
             continue
-        if len(names) != n:
+        if len(names) != n or names == [str(i) for i in range(n)]:
             continue
         where = (f"the prepared dataset in {builder.data_dir}" if builder.is_prepared()
                  else f"tfds' {cfg.dataset} builder (the dataset is not prepared here)")
-        if names == [str(i) for i in range(n)]:
-            return names, (f"class numbers only: {where} has no names; export where "
-                           f"{cfg.dataset} is prepared (--data_dir) to record them")
         return names, f"the names of {where}"
+    if len(info.label_names) == n:
+        return list(info.label_names), (f"the names of {info.title} (resnet_nobn/datasets.py; the "
+                                        "dataset is not prepared here)")
     return [str(i) for i in range(n)], f"class numbers only: tfds has no {cfg.dataset} names here"
 
 
@@ -205,15 +207,18 @@ def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
     model.save(os.path.join(tmp, KERAS))
     with open(os.path.join(tmp, LABELS), "w", encoding="utf-8") as f:
         f.write("".join(f"{n}\n" for n in names))
-    meta = dict(dataset=cfg.dataset, image_size=cfg.model.image_size,
-                num_classes=cfg.model.num_classes,
-                input="pixels" if cfg.dataset in CIFAR else "encoded", step=step,
+    info = DATASETS[cfg.dataset]  # the served images: as the dataset holds them
+    results = rundir.read_json(os.path.join(model_dir, rundir.RESULTS)) or {}
+    meta = dict(dataset=cfg.dataset, image_size=info.stored[0] if info.pixels else
+                cfg.model.image_size, num_classes=cfg.model.num_classes,
+                input="pixels" if info.pixels else "encoded", step=step,
                 checkpoint=f"ckpt-{step}", model_dir=os.path.abspath(model_dir),
-                keras_version=keras.__version__)
+                keras_version=keras.__version__,
+                **({"data_mismatch": results["data_mismatch"]}  # another dataset's images
+                   if results.get("data_mismatch") else {}))
     meta["digest"] = digest(tmp, meta)
     with open(os.path.join(tmp, META), "w") as f:
         json.dump(meta, f, indent=2)
-    results = rundir.read_json(os.path.join(model_dir, rundir.RESULTS))
     card = model_card(cfg, step, skipped, note, results, names_from, export_dir, model_dir,
                       count_params(model.trainable_variables), chosen)
     with open(os.path.join(tmp, CARD), "w") as f:

@@ -16,12 +16,12 @@ def plot_curves(rows, path):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    datasets = sorted({(r["dataset"], r["synthetic"]) for r in rows})
+    datasets = sorted({(r["shown"], r["synthetic"]) for r in rows})
     fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(6.5 * max(len(datasets), 1), 4.5),
                              squeeze=False)
     for ax, (ds, syn) in zip(axes[0], datasets):
         for r in rows:
-            if (r["dataset"], r["synthetic"]) != (ds, syn):
+            if (r["shown"], r["synthetic"]) != (ds, syn):
                 continue
             by_step, curves = {}, [c for c in r["curves"] if c]  # the runs evaluated so far
             for curve in curves:
@@ -36,7 +36,7 @@ def plot_curves(rows, path):
             if len(curves) > 1:
                 ax.fill_between(steps, [min(by_step[s]) for s in steps],
                                 [max(by_step[s]) for s in steps], color=line.get_color(), alpha=0.15)
-        ax.set_title(ds + (" (synthetic: memorisation)" if syn else ""))
+        ax.set_title(ds + (": memorisation" if syn else ""), fontsize=9)
         ax.set_xlabel("training step")
         ax.set_ylabel("top-1 error (%)" + (" on the fixed batch" if syn else " on the test split"))
         ax.grid(alpha=0.3)

@@ -50,9 +50,6 @@ from resnet_nobn.train.rundir import (CONFIG, DIVERGED, RESULTS, atomic_write_js
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 STUDY = "study.json"  # in the root: the base settings of the studies run on it (`claim_root`)
 
-ENTRY_POINTS = {"cifar10": "run/cifar_train.py", "cifar100": "run/cifar_train.py",
-                "imagenet2012": "run/imagenet_train.py"}
-
 
 # --------------------------------------------------------------------------------------------
 # Run state
@@ -80,28 +77,37 @@ def check_compatible(cfg):
 NAMED = ("dataset", "seed", "norm", "init", "head", "blocks_per_stage", "num_classes", "image_size")
 
 
-def claim_root(root, base, varied=()):
+def claim_root(root, base, varied=(), write=True):
     """Records in ROOT/study.json the base settings of a study started on `root` (of its
     TrainConfig `base`: the scientific settings and the model's, but NAMED and the OPTIONAL
     factors in `varied`, which its runs' directories name), or raises ValueError if the record
     holds other values: runs of two studies with other base flags would share directories or be
     grouped as one. ROOT/.study.lock makes the read and the write one step for two studies started
-    together; a study after them adds the settings it records no value for yet."""
+    together; a study after them adds the settings it records no value for yet. Without `write`
+    (a dry run) the record is only checked."""
     settings = {k: v for k, v in base.to_json().items() if k in SCIENTIFIC_FIELDS}
     settings.update(base.to_json()["model"])
     settings = {k: v for k, v in settings.items() if k not in NAMED + tuple(varied)}
-    os.makedirs(root, exist_ok=True)
     path = os.path.join(root, STUDY)
+    if not write:
+        return _check_claim(path, root, settings)
+    os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, ".study.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        record = (read_json(path) or {}).get("base") or {}
-        other = [f"{k}: {flag_text(record[k])} there, {flag_text(v)} here" for k, v in
-                 json.loads(json.dumps(settings)).items() if k in record and record[k] != v]
-        if other:
-            raise ValueError(f"--root={root} holds a study with other base flags "
-                             f"({'; '.join(other)}; {path}); use another --root, or these flags")
+        record = _check_claim(path, root, settings)
         if set(settings) - set(record):
             atomic_write_json(path, {"base": {**settings, **record}})
+
+
+def _check_claim(path, root, settings):
+    """The base settings study.json at `path` records; ValueError if any differs from `settings`."""
+    record = (read_json(path) or {}).get("base") or {}
+    other = [f"{k}: {flag_text(record[k])} there, {flag_text(v)} here" for k, v in
+             json.loads(json.dumps(settings)).items() if k in record and record[k] != v]
+    if other:
+        raise ValueError(f"--root={root} holds a study with other base flags "
+                         f"({'; '.join(other)}; {path}); use another --root, or these flags")
+    return record
 
 
 def _results(cfg):
@@ -161,13 +167,16 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
     flags, a crash, a timeout) is skipped unless `retry_failed`; a diverged one is skipped unless
     `follow_advice`, and then continued once with the flags of its `retry with:` line (a run that
     diverges again with them stays diverged). `timeout` (seconds) bounds each launch. The caller
-    checks `check_compatible` for every configuration first, before writing anything. A write of
+    checks `check_compatible` for every configuration first, before writing anything. Every run
+    that exists gets its HParams (resnet_nobn/study/hparams.py), launched here or not. A write of
     the study that fails (its root full or read-only) ends it with one line (UserError).
     """
     states = {}
     for i, cfg in enumerate(configs):
         tag = f"[{i + 1}/{len(configs)}] {cfg.model_dir}"
         state = run_state(cfg)
+        if os.path.isdir(cfg.model_dir):  # also a run trained elsewhere (--print_commands' jobs)
+            write_run_hparams(cfg)
         for attempt in (1, 2):  # the second: a run that diverged, once with its advice
             followed = bool(advice.advised_flags(_results(cfg)))
             why = skipped(cfg, state, retry_failed, follow_advice)
@@ -250,8 +259,12 @@ def _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log, pyth
                   last_lines=_tail(log_path))
     results = _results(cfg)
     if state == "finished":
+        error = ("memorisation error on its fixed random batch (--use_synthetic_data)"
+                 if cfg.use_synthetic_data else "top-1 error")
+        mismatch = results.get("data_mismatch")
         log(f"{tag}: finished in {time.time() - t0:.0f} s, step {results.get('global_step')}, "
-            f"top-1 error {_pct(results.get('top1_error'))}")
+            f"{error} {_pct(results.get('top1_error'))}"
+            + (f" (warning: {mismatch})" if mismatch else ""))
     elif state == "diverged":
         diverged = read_json(os.path.join(cfg.model_dir, DIVERGED)) or {}
         log(f"{tag}: diverged (exit {rc}) at step {diverged.get('step')}; retry with: "

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from resnet_nobn import paper
+from resnet_nobn import datasets, paper
 from resnet_nobn.config import RESUMABLE_FIELDS
 from resnet_nobn.console import hms
 from resnet_nobn.errors import UserError, disk_full
@@ -143,10 +143,10 @@ def config_key(config):
 def summarize(runs):
     """One row per configuration (runs grouped over seeds), sorted; each a dict."""
     groups = {}
-    for run in runs:
-        groups.setdefault(config_key(run["config"]), []).append(run)
+    for run in runs:  # runs on another dataset's images under the name are apart, and say so
+        groups.setdefault((config_key(run["config"]), run.get("data_mismatch")), []).append(run)
     # configuration fields that differ between groups of one dataset go into the label
-    flat = {k: _flatten(json.loads(k)) for k in groups}
+    flat = {k: _flatten(json.loads(k[0])) for k in groups}
     shown = ("model.norm", "model.init", "model.head", "model.blocks_per_stage")
     rows = []
     for key, members in groups.items():
@@ -165,16 +165,20 @@ def summarize(runs):
         loss = [r["history"][-1]["eval_loss"] for r in done
                 if r.get("history") and r["history"][-1].get("eval_loss") is not None]
         steps = [r.get("global_step") or 0 for r in members]
+        mismatch = key[1]
+        table2 = None if mismatch else paper.paper_row(c)
         rows.append(dict(
             dataset=c["dataset"], synthetic=bool(c.get("use_synthetic_data")), label=label,
-            sort=(c["dataset"], m["norm"] != "none", m["init"] != "identity", m["head"] != "random",
-                  sum(m["blocks_per_stage"]), extra),
+            shown=datasets.shown(c["dataset"], bool(c.get("use_synthetic_data")), mismatch),
+            mismatch=mismatch,
+            sort=(c["dataset"], mismatch or "", m["norm"] != "none", m["init"] != "identity",
+                  m["head"] != "random", sum(m["blocks_per_stage"]), extra),
             seeds=[r["config"].get("seed") for r in done],
             all_seeds=[r["config"].get("seed") for r in members], steps=steps,
             train_steps=c.get("train_steps"), top1=top1, top5=top5, loss=loss,
             wall=[r.get("wall_time_s") or 0.0 for r in done],
-            statuses=[r["status"] for r in members], paper=paper.paper_row(c),
-            paper_settings=bool(paper.paper_row(c)) and paper.paper_settings(c),
+            statuses=[r["status"] for r in members], paper=table2,
+            paper_settings=bool(table2) and paper.paper_settings(c),
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
             continued=[(r["config"].get("seed"), r["advice"]) for r in members if r.get("advice")],
             curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])
@@ -215,7 +219,7 @@ def markdown_table(rows):
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     notes, unfinished = set(), set()
     for r in rows:
-        ds = r["dataset"] + (" (synthetic)" if r["synthetic"] else "")
+        ds = r["shown"]
         lo, hi = min(r["steps"]), max(r["steps"])
         steps = f"{lo}" if lo == hi else f"{lo}–{hi}"
         bad = [s for s in r["statuses"] if s != "finished"]
@@ -250,7 +254,7 @@ def markdown_table(rows):
     for r in rows:
         settings = "the paper's settings" if r["paper_settings"] else "the settings of its row"
         for seed, (step, flags) in r["continued"]:
-            lines.append(f"‡ {r['dataset']} {r['label']} seed {seed}: diverged at step {step} with "
+            lines.append(f"‡ {r['shown']} {r['label']} seed {seed}: diverged at step {step} with "
                          f"{settings}; continued with `{flags}`; its errors are those it reached "
                          "with these flags.")
         again = {seed for seed, _ in r["continued"]}
@@ -258,8 +262,11 @@ def markdown_table(rows):
             how = ("it went on with its advice once already, which run/ablate.py does not repeat: "
                    "add these flags to its command (its train.log) to go on" if seed in again else
                    "run/ablate.py --follow_retry_advice continues it with these flags")
-            lines.append(f"Diverged: {r['dataset']} {r['label']} seed {seed} at step "
+            lines.append(f"Diverged: {r['shown']} {r['label']} seed {seed} at step "
                          f"{d.get('step')}; retry with: {d.get('retry_with')} ({how})")
+    for mismatch in sorted({r["mismatch"] for r in rows if r["mismatch"]}):
+        lines.append(f"(not ...): {mismatch}; its runs trained on those images, which the "
+                     "dataset's name does not describe, and have no Table 2 value.")
     if any(r["synthetic"] for r in rows):
         lines.append("(synthetic): --use_synthetic_data, one fixed random batch with random labels, "
                      "trained and evaluated on: memorisation, not test error.")

@@ -6,7 +6,7 @@ from absl import flags
 
 from resnet_nobn import cli
 from resnet_nobn.console import quiet_stderr
-from resnet_nobn.train import cluster, multiworker
+from resnet_nobn.train import cluster, multiworker, resume
 
 
 def run():
@@ -25,6 +25,11 @@ def main(argv):
         multiworker.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
         if cluster.wants_multi_worker(cfg.strategy):
             multiworker.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
+        else:  # a finished run re-run: said at once, nothing built (not for a cluster's workers)
+            done = resume.finished(cfg)
+            if done:
+                print(done, flush=True)
+                return
         with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
             import tensorflow as tf
             from resnet_nobn.train import trainer

@@ -4,7 +4,8 @@ settings than the run's flags (what may change is RESUMABLE_FIELDS, resnet_nobn/
 after a divergence what diverged.json's `retry with:` line advises, read by
 resnet_nobn/train/rundir.py's `retry_flags` for the trainer and the study alike); results.json
 records each change with its step under `resume_changes`, those that followed the advice being
-`advised`. Reads files only (no TensorFlow).
+`advised`. A run re-run once finished is told so at once (`finished`). Reads files only (no
+TensorFlow).
 """
 import os
 
@@ -12,7 +13,9 @@ from resnet_nobn.cli import flag_text
 from resnet_nobn.config import RESUMABLE_FIELDS, differences
 from resnet_nobn.console import log
 from resnet_nobn.errors import UserError
-from resnet_nobn.train.rundir import CONFIG, RESULTS, read_json, retry_flags
+from resnet_nobn.train.lock import holder
+from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, pending_divergence, read_json,
+                                      retry_flags, steps_on_disk)
 
 
 def check_model_dir(cfg, checkpoint_record=None, chief=True):
@@ -102,3 +105,26 @@ def _text(value, other):
     """`value` in its flag form, with its JSON type when that is all that tells it from `other`."""
     said = _flag_form(value)
     return f"{said} ({type(value).__name__})" if said == _flag_form(other) else said
+
+
+def finished(cfg):
+    """One line saying that `cfg.model_dir` holds this run finished, or None. Finished: its
+    config.json is this configuration (`check_model_dir`: another one is refused here, as a run
+    would), results.json records step --train_steps evaluated, its newest checkpoint is of that
+    step, no divergence is pending and no process holds it. A re-run then has nothing to do, and
+    says so without loading TensorFlow; anything else takes the trainer's own path."""
+    if cfg.eval_only or not os.path.exists(os.path.join(cfg.model_dir, CONFIG)):
+        return None
+    check_model_dir(cfg)
+    results = read_json(os.path.join(cfg.model_dir, RESULTS)) or {}
+    history = [h for h in results.get("history") or [] if isinstance(h, dict)]
+    step = results.get("global_step")
+    if (step != cfg.train_steps or not history or history[-1].get("step") != step
+            or steps_on_disk(os.path.join(cfg.model_dir, CKPT))[:1] != [step]
+            or pending_divergence(cfg.model_dir) or holder(cfg.model_dir)):
+        return None
+    error = history[-1].get("top1_error")
+    said = f"{100 * error:.2f}%" if isinstance(error, (int, float)) else "not recorded"
+    return (f"{cfg.model_dir} holds this run finished: step {step} of {cfg.train_steps}, top-1 "
+            f"error {said} at step {step} (results.json); nothing to train. A larger "
+            "--train_steps trains on; --eval_only evaluates it again")

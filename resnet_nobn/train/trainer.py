@@ -54,6 +54,9 @@ class Trainer:
         log(description, self.chief)
         check_memory(cfg, replicas)
         self.input = inputs.make_input(cfg)
+        self.mismatch = getattr(self.input, "mismatch", None)  # another dataset under the name
+        if self.mismatch:
+            log(f"warning: {self.mismatch}; recorded as data_mismatch in results.json", self.chief)
         # the run's config.json (None: a new run) and the changes this resume makes to it
         self.run_config, self.changes = resume.check_model_dir(
             cfg, lambda: checkpoints.recorded(cfg.model_dir), self.chief)
@@ -141,23 +144,19 @@ class Trainer:
             return results
         recorded = self.run_config if cfg.eval_only and self.run_config else cfg.to_json()
         results = {
-            "dataset": cfg.dataset,
-            "global_step": self.step,
-            "top1_error": last.get("top1_error"),
-            "top5_error": last.get("top5_error"),
+            "dataset": cfg.dataset, "global_step": self.step,
+            "top1_error": last.get("top1_error"), "top5_error": last.get("top5_error"),
             "trainable_params": self.trainable_params,
             "num_replicas": self.strategy.num_replicas_in_sync,
-            "device_kind": self.device_kind,
-            "devices_per_worker": self.device_count,
+            "device_kind": self.device_kind, "devices_per_worker": self.device_count,
             "strategy": type(self.strategy).__name__,
-            "images_per_sec": images_per_sec,
-            "wall_time_s": wall_time,
+            "images_per_sec": images_per_sec, "wall_time_s": wall_time,
             "seed": recorded["seed"],
-            "tf_version": tf.__version__,
-            "keras_version": keras.__version__,
+            "tf_version": tf.__version__, "keras_version": keras.__version__,
             "git_commit": provenance.git_commit(),
             "history": history,
             **self.train_log.results(),
+            **({"data_mismatch": self.mismatch} if self.mismatch else {}),
             "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
             rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
             "config": recorded,

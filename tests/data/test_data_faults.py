@@ -6,10 +6,9 @@ import shutil
 import numpy as np
 import pytest
 
-from bench.fashion_mnist_as_cifar10 import write_arrays
 from resnet_nobn.errors import UserError
 from resnet_nobn.train import trainer
-from tests.helpers import tiny_config
+from tests.helpers import tiny_config, write_cifar10
 
 SHARD = os.path.join("cifar10", "3.0.2", "cifar10-train.tfrecord-00000-of-00001")
 FIX = "python run/prepare_data.py --dataset=cifar10 --data_dir="
@@ -25,7 +24,7 @@ def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("tfds")
     rng = np.random.default_rng(0)
     good = str(root / "good")
-    write_arrays(good, {"train": _arrays(rng, 16), "test": _arrays(rng, 8)})
+    write_cifar10(good, {"train": _arrays(rng, 16), "test": _arrays(rng, 8)})
     dirs = {"good": good}
     for name in ("truncated", "deleted", "corrupted"):
         dirs[name] = str(root / name)
@@ -37,11 +36,11 @@ def prepared(tmp_path_factory):
         f.seek(20)
         f.write(b"\xff" * 40)
     dirs["28x28x1"] = str(root / "grey")
-    write_arrays(dirs["28x28x1"], {"train": _arrays(rng, 16, (28, 28, 1)),
+    write_cifar10(dirs["28x28x1"], {"train": _arrays(rng, 16, (28, 28, 1)),
                                    "test": _arrays(rng, 8, (28, 28, 1))}, shape=(28, 28, 1))
     dirs["100 classes"] = str(root / "hundred")
-    write_arrays(dirs["100 classes"], {"train": _arrays(rng, 16, classes=100),
-                                       "test": _arrays(rng, 8, classes=100)}, num_classes=100)
+    write_cifar10(dirs["100 classes"], {"train": _arrays(rng, 16, classes=100),
+                                        "test": _arrays(rng, 8, classes=100)}, num_classes=100)
     # labels out of range although the recorded features say 10 classes (a hand-edited directory)
     dirs["labels"] = str(root / "labels")
     shutil.copytree(dirs["100 classes"], dirs["labels"])
@@ -50,8 +49,8 @@ def prepared(tmp_path_factory):
     open(features, "w").write(text.replace('"numClasses": "100"', '"numClasses": "10"'))
     # the same in the test split only: read once the training split has passed
     dirs["test labels"] = str(root / "test_labels")
-    write_arrays(dirs["test labels"], {"train": _arrays(rng, 16),
-                                       "test": _arrays(rng, 8, classes=100)}, num_classes=100)
+    write_cifar10(dirs["test labels"], {"train": _arrays(rng, 16),
+                                        "test": _arrays(rng, 8, classes=100)}, num_classes=100)
     features = os.path.join(dirs["test labels"], "cifar10", "3.0.2", "features.json")
     text = open(features).read()
     open(features, "w").write(text.replace('"numClasses": "100"', '"numClasses": "10"'))

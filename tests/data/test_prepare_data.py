@@ -12,7 +12,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, run_cli, write_cifar10
 
 # Runs run/prepare_data.py as `python run/prepare_data.py ARGS` would, with tfds' download replaced
 # by a directory that holds what the CIFAR tarball extracts to.
@@ -67,7 +67,7 @@ def test_prepare_data_prepares_cifar100_that_training_reads(tmp_path):
     assert "cifar100 is prepared in" in proc.stdout and "train 30" in proc.stdout, proc.stdout
     assert f"python run/cifar_train.py --dataset=cifar100 --data_dir={data_dir}" in proc.stdout
     from resnet_nobn.data import cifar, prepare
-    builder = prepare.cifar_builder("cifar100", str(data_dir))  # what a training run calls
+    builder = prepare.prepared_builder("cifar100", str(data_dir))  # what a training run calls
     for split in ("train", "test"):
         images, labels = cifar.load_split(builder, split)
         order = np.argsort([np.asarray(im).tobytes() for im in fake[split][0]])
@@ -123,22 +123,6 @@ def test_imagenet_without_its_archives_is_one_line_naming_where_they_go(tmp_path
     assert not (tmp_path / "imagenet2012").exists() or not os.listdir(tmp_path / "imagenet2012")
 
 
-@pytest.fixture
-def no_network():
-    """Environment in which every HTTP(S) request goes to a local port that refuses connections
-    (a socket bound there but not listening): no download can succeed, whatever this machine's
-    network."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "all_proxy")}
-    env.update({k: proxy for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")})
-    try:
-        yield env
-    finally:
-        sock.close()
-
-
 @pytest.mark.parametrize("command", [
     ["cifar_train.py", "--dataset=cifar100"],  # no --data_dir: tfds downloads into its default
     ["prepare_data.py", "--dataset=cifar10"],
@@ -161,11 +145,10 @@ def test_no_network_is_one_line_in_seconds_not_minutes_of_retries(tmp_path, no_n
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    """A tiny cifar10 directory as tfds prepares it (bench/fashion_mnist_as_cifar10.py)."""
-    from bench.fashion_mnist_as_cifar10 import write_arrays
+    """A tiny cifar10 directory as tfds prepares it."""
     rng = np.random.default_rng(0)
     good = tmp_path_factory.mktemp("tfds") / "good"
-    write_arrays(str(good), {s: (rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
+    write_cifar10(str(good), {s: (rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
                                  rng.integers(0, 10, n)) for s, n in (("train", 16), ("test", 8))})
     return good
 

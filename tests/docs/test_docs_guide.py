@@ -71,19 +71,26 @@ def test_readme_leaves_measured_figures_to_the_pages_that_give_their_command():
     assert not re.findall(r"\d(?:\.\d+)? ?(?:%|×(?! ?\d))|\d\.\d+x\b", text)  # not 32×32
 
 
-def test_readme_gpu_install_comes_before_any_cpu_install():
-    """Someone on a GPU machine copies the first install command they see."""
-    lines = [line for line in _read(README).splitlines() if "pip install" in line]
-    gpu = [i for i, line in enumerate(lines) if "requirements-gpu.txt" in line]
-    cpu = [i for i, line in enumerate(lines) if re.search(r"requirements\.txt", line)]
-    assert gpu and (not cpu or gpu[0] < cpu[0]), lines
+def test_readme_set_up_block_works_as_copied_without_a_gpu():
+    """Copied as is, the first block installs the build that runs everywhere (requirements.txt);
+    the CUDA build is the line beside it, a comment, so that it is not installed by copying."""
+    first = re.search(r"^```bash\n(.*?)^```", _read(README), flags=re.M | re.S).group(1)
+    commands = [line for line in first.splitlines() if not line.lstrip().startswith("#")]
+    comments = [line for line in first.splitlines() if line.lstrip().startswith("#")]
+    assert any("pip install -r requirements.txt" in line for line in commands), first
+    assert not any("requirements-gpu.txt" in line for line in commands), first
+    assert any("pip install -r requirements-gpu.txt" in line for line in comments), first
 
 
-def test_the_predict_example_resizes_ordinary_photographs():
-    """A CIFAR model refuses a photograph that is not 32x32 unless --resize is given."""
+def test_the_predict_examples_resize_ordinary_photographs():
+    """A CIFAR model refuses a photograph that is not its size unless --resize is given; the test
+    images run/prepare_data.py --examples_dir writes are (no --resize)."""
     shown = [line for line in _read(README).splitlines() if "run/predict.py" in line
              and re.search(r"\.(jpe?g|png)\b", line)]
-    assert shown and all("--resize" in line for line in shown), shown
+    assert shown, shown
+    for line in shown:
+        photos = re.findall(r"(?<![/*])\b\w+\.(?:jpe?g|png)\b", line.split("#")[0])
+        assert not photos or "--resize" in line, line
 
 
 # --- user guides ---------------------------------------------------------------------------
@@ -102,6 +109,24 @@ def test_user_guides_carry_no_lab_notebook(page):
     tables = len(re.findall(r"^\|[ -:|]+\|$", text, flags=re.M))  # one separator row per table
     dates = re.findall(r"\b20\d\d-\d\d-\d\d\b", prose)
     assert len(dates) <= tables, (page, dates)
+
+
+@pytest.mark.parametrize("page", ["benchmarks.md", "theory_results.md"])
+def test_results_pages_give_each_table_its_command_and_one_provenance_line(page):
+    """A results page: every section with a table shows the command that made it and one line
+    "Measured DATE ..." (or "Counted"); no table column is named after a commit or a date, and no
+    row's history is told ("an earlier version")."""
+    text = _read(os.path.join(ROOT, "docs", page))
+    for heading, body in _sections(text).items():
+        if not re.search(r"^\|[ -:|]+\|$", body, flags=re.M):
+            continue
+        assert re.search(r"^```bash\n.*?(python|run/|bench/)", body, flags=re.M | re.S) or \
+            re.search(r"`(nice -n \d+ )?python [^`]+`", body), (page, heading, "no command")
+        provenance = re.findall(r"^(?:Measured|Counted) 20\d\d-\d\d-\d\d\b", body, flags=re.M)
+        assert len(provenance) == 1, (page, heading, provenance)
+        for header in re.findall(r"^(\|.*\|)\n\|[ -:|]+\|$", body, flags=re.M):
+            assert not re.search(HISTORY[1][0] + r"|\b20\d\d-\d\d-\d\d\b", header), (page, header)
+    assert not re.search(r"(?i)an earlier version|since folded|previous construction", text), page
 
 
 @pytest.mark.parametrize("page, words", [("training.md", 2500), ("theory.md", 2500)])

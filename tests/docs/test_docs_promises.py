@@ -48,6 +48,31 @@ def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(tmp_path
     assert sorted(json.loads((tmp_path / "ckpt" / "losses.json").read_text())) == ["0", "2"]
 
 
+def test_every_tensorboard_scalar_a_run_writes_is_in_the_training_guides_table(tmp_path):
+    """docs/training.md's TensorBoard table names every scalar of train/ and eval/ (a tag
+    `family/<name>` by its family), for the BN-free net (which adds branch_bound/) and the twin."""
+    import tensorflow as tf
+    with open(os.path.join(ROOT, "docs", "training.md")) as f:
+        guide = f.read()
+    table = guide[guide.index("### TensorBoard"):guide.index("### Progress")]
+    tags = set()
+    for norm in ("none", "batch"):
+        run = tmp_path / norm
+        proc = run_cli("cifar_train.py", *TINY, f"--norm={norm}", "--train_steps=4",
+                       "--log_every=2", f"--model_dir={run}")
+        assert proc.returncode == 0, proc.stderr
+        for path in glob.glob(str(run / "*" / "events.out.tfevents.*")):
+            for event in tf.compat.v1.train.summary_iterator(path):
+                tags |= {(os.path.basename(os.path.dirname(path)), v.tag)
+                         for v in event.summary.value}
+    assert {("train", "loss"), ("eval", "top1_error")} <= tags and any(
+        t.startswith("branch_bound/") for _, t in tags), tags
+    for where, tag in sorted(tags):
+        name = tag.split("/")[0] + "/<" if "/" in tag else tag
+        rows = [line for line in table.splitlines() if f"`{name}" in line]
+        assert any(f"| {where}/ |" in row for row in rows), (where, tag)
+
+
 def _without_tensorflow(tmp_path):
     """PYTHONPATH with a `tensorflow` that cannot be imported: what is said before it loads."""
     fake = tmp_path / "fake" / "tensorflow"
@@ -138,7 +163,8 @@ def test_no_doc_or_message_names_a_command_this_environment_lacks():
 @pytest.mark.parametrize("script, other", [("imagenet_train.py", ("CIFAR", "Table 1", "32x32")),
                                            ("cifar_train.py", ("ImageNet", "Section 4.2"))])
 def test_each_training_entry_point_helps_with_its_own_recipe(script, other):
-    proc = run_cli(script, "--help")  # absl exits 1 after printing help
+    proc = run_cli(script, "--help")
+    assert proc.returncode == 0, proc.stderr
     assert "--widths:" in proc.stdout, proc.stdout
     for word in other:
         assert word.lower() not in proc.stdout.lower(), (word, proc.stdout)

@@ -1,6 +1,6 @@
 """A study that follows its runs' retry advice (run/ablate.py --follow_retry_advice), accepts a run
 continued with it by hand, marks such a run in its report, and resumes after it is killed; the
-end-to-end tests train on real images (a slice of Fashion-MNIST as a CIFAR-10 directory)."""
+end-to-end tests train on real images (a slice of Fashion-MNIST, `--dataset=fashion_mnist`)."""
 import glob
 import json
 import os
@@ -28,18 +28,21 @@ TRAINING = "norm-none_init-identity_head-random_blocks-1_lr-0.02"
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
-    """A tfds cifar10 directory of 512 training and 256 test photographs of Fashion-MNIST."""
+    """A tfds fashion_mnist directory of 512 training and 256 test photographs of Fashion-MNIST,
+    prepared as run/prepare_data.py does (from idx files)."""
     if not os.path.isdir(FASHION_MNIST):
         pytest.skip(f"{FASHION_MNIST} is missing: apt-get install dataset-fashion-mnist")
-    from bench.fashion_mnist_as_cifar10 import split, write_arrays
-    out = str(tmp_path_factory.mktemp("fmnist"))
-    (train_x, train_y), (test_x, test_y) = split(FASHION_MNIST, "train"), split(FASHION_MNIST, "t10k")
-    write_arrays(out, {"train": (train_x[:512], train_y[:512]), "test": (test_x[:256], test_y[:256])})
-    return out
+    from helpers import write_idx
+    from resnet_nobn.data import fashion_mnist
+    out = tmp_path_factory.mktemp("fmnist")
+    train, test = (fashion_mnist.read_split(FASHION_MNIST, s) for s in ("train", "test"))
+    idx = write_idx(str(out / "idx"), [a[:512] for a in train], [a[:256] for a in test])
+    fashion_mnist.builder(str(out / "tfds"), idx).download_and_prepare()
+    return str(out / "tfds")
 
 
 def _run_dir(root, name):
-    return os.path.join(root, "cifar10", name, "seed-0")
+    return os.path.join(root, "fashion_mnist", name, "seed-0")
 
 
 def _results(root, name):
@@ -66,7 +69,8 @@ def _check_report(root, steps):
 @pytest.mark.timeout(900)  # about a minute on an idle 2-core machine
 def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, tmp_path):
     root = str(tmp_path / "study")
-    args = [f"--root={root}", f"--data_dir={images}", "--train_steps=30", *TINY, *GRID]
+    args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}", "--train_steps=30",
+            *TINY, *GRID]
     first = run_cli("ablate.py", *args, timeout=1200)
     assert first.returncode == 2, first.stdout + first.stderr
     assert "diverged (exit 2) at step" in first.stdout and "retry with: --" in first.stdout
@@ -85,7 +89,8 @@ def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, t
 @pytest.mark.timeout(900)  # about a minute on an idle 2-core machine
 def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_command(images, tmp_path):
     root = str(tmp_path / "study")
-    args = [f"--root={root}", f"--data_dir={images}", "--train_steps=200", *TINY, *GRID,
+    args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}",
+            "--train_steps=200", *TINY, *GRID,
             "--follow_retry_advice"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run", "ablate.py"), *args],

@@ -28,3 +28,9 @@ def test_a_rows_flops_are_its_runs_training_and_evaluations():
     assert per_image == {"none": 3, "batch": 6} and runs == 6
     # per run: 100 steps x 10 images x training FLOPs + 2 evaluations x 10,000 test images
     assert total == 3 * (1000 * 3 + 2 * 10_000 * 1) + 3 * (1000 * 6 + 2 * 10_000 * 2)
+
+
+def test_the_estimates_one_assumption_is_the_fraction_of_peak_the_papers_k40_run_reached():
+    """50k steps x 128 images x 11.84 GFLOPs in 24 h on a 4.29 TFLOP/s K40: about 20%."""
+    assert flops.paper_fraction(11.839e9) == pytest.approx(0.2044, abs=1e-4)
+    assert flops.paper_fraction(2 * 11.839e9) == pytest.approx(2 * 0.2044, abs=2e-4)

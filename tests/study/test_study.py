@@ -472,6 +472,8 @@ def test_print_commands_prints_what_the_study_would_launch_and_says_why_not_the_
     first = run_cli("ablate.py", *args)
     assert first.returncode == 0, first.stderr[-2000:]
     model_dir = first.stdout.split("--model_dir=")[1].split()[0]
+    assert not os.path.exists(tmp_path / "study")  # a dry run writes nothing
+    os.makedirs(model_dir)
     json.dump(dict(step=1, retry_with="--learning_rate=0.005"),
               open(os.path.join(model_dir, "diverged.json"), "w"))
     diverged = run_cli("ablate.py", *args)
@@ -513,7 +515,8 @@ def test_the_plot_counts_the_runs_of_a_line_that_have_a_curve(tmp_path, monkeypa
     legends = []
     monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: legends.extend(
         t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()))
-    row = dict(dataset="cifar10", synthetic=False, label="none / identity / random / 9",
+    row = dict(dataset="cifar10", shown="cifar10", synthetic=False,
+               label="none / identity / random / 9",
                curves=[[(50, 9.0), (100, 7.0)], []])  # the second run has not evaluated yet
     curves.plot_curves([row], str(tmp_path / "p.png"))
     assert legends == ["none / identity / random / 9 (n=1)"]

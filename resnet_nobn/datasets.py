@@ -1,0 +1,87 @@
+"""The datasets a run can train on: one table of their facts, which every module that names a
+dataset reads (its classes, image size, recipe and entry point, what an export serves).
+
+CIFAR-10/100 and ImageNet are Table 2's datasets. Fashion-MNIST is not the paper's: it is the real
+images this project trains on offline (Debian ships it: resnet_nobn/data/fashion_mnist.py). It is
+a dataset of its own, trained by the CIFAR recipe and network: its 28x28 grey images are
+zero-padded to 32x32 and copied to 3 channels by the input pipeline (resnet_nobn/data/cifar.py
+`to_network`), so every record of such a run says `fashion_mnist`, never CIFAR.
+
+No TensorFlow: the command line is checked against this table before TensorFlow loads.
+"""
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """One dataset. `image_size`: the network's input, image_size x image_size x 3. `stored`: the
+    images as the dataset holds them and an export serves them, (height, width, channels) uint8
+    pixels; None for ImageNet, whose JPEG files of every size its input decodes and crops.
+    `recipe`: the function of resnet_nobn/recipes.py, and run/<recipe>_train.py, that train it.
+    `label_names`: the classes of a genuine copy, in order (tfds' builder code does not name
+    CIFAR's: it reads them from the downloaded files): how a tfds directory holding another
+    dataset under this name is told (resnet_nobn/data/tfds_dir.py `provenance`)."""
+    name: str
+    title: str
+    num_classes: int
+    image_size: int
+    num_train: int
+    num_eval: int
+    recipe: str
+    stored: tuple | None
+    label_names: tuple = ()
+
+    @property
+    def entry_point(self):
+        """The training command of the dataset's recipe."""
+        return f"run/{self.recipe}_train.py"
+
+    @property
+    def pixels(self):
+        """Whether its images are uint8 pixel arrays (held in memory by the CIFAR input, served
+        as arrays by an export), not encoded files (ImageNet)."""
+        return self.stored is not None
+
+
+CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+                 "truck")
+CIFAR100_NAMES = tuple("""
+apple aquarium_fish baby bear beaver bed bee beetle bicycle bottle bowl boy bridge bus butterfly
+camel can castle caterpillar cattle chair chimpanzee clock cloud cockroach couch crab crocodile cup
+dinosaur dolphin elephant flatfish forest fox girl hamster house kangaroo keyboard lamp lawn_mower
+leopard lion lizard lobster man maple_tree motorcycle mountain mouse mushroom oak_tree orange
+orchid otter palm_tree pear pickup_truck pine_tree plain plate poppy porcupine possum rabbit raccoon
+ray road rocket rose sea seal shark shrew skunk skyscraper snail snake spider squirrel streetcar
+sunflower sweet_pepper table tank telephone television tiger tractor train trout tulip turtle
+wardrobe whale willow_tree wolf woman worm""".split())
+
+FASHION_MNIST_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                       "Sneaker", "Bag", "Ankle boot")  # tfds' fashion_mnist builder's
+
+DATASETS = {d.name: d for d in (
+    DatasetInfo("cifar10", "CIFAR-10", 10, 32, 50_000, 10_000, "cifar", (32, 32, 3),
+                CIFAR10_NAMES),
+    DatasetInfo("cifar100", "CIFAR-100", 100, 32, 50_000, 10_000, "cifar", (32, 32, 3),
+                CIFAR100_NAMES),
+    DatasetInfo("fashion_mnist", "Fashion-MNIST", 10, 32, 60_000, 10_000, "cifar", (28, 28, 1),
+                FASHION_MNIST_NAMES),
+    DatasetInfo("imagenet2012", "ImageNet", num_classes=1000, image_size=224,
+                num_train=1_281_167, num_eval=50_000, recipe="imagenet", stored=None))}
+
+
+def of_recipe(recipe):
+    """The names of the datasets `recipe` ("cifar", "imagenet") trains, in the table's order."""
+    return tuple(name for name, d in DATASETS.items() if d.recipe == recipe)
+
+
+def shown(name, synthetic=False, mismatch=None):
+    """How a run's dataset is named wherever it is shown (report, plot, model card): its name, and
+    what its data really was where that is not the dataset: `(synthetic)` for random images,
+    `(not <title>: <directory>)` for another dataset's images under the name (`mismatch`: the
+    line resnet_nobn/data/tfds_dir.py `provenance` wrote into results.json)."""
+    if synthetic:
+        return f"{name} (synthetic)"
+    if mismatch:
+        title = DATASETS[name].title if name in DATASETS else name
+        return f"{name} (not {title}: {mismatch.split(' is not ')[0]})"
+    return name

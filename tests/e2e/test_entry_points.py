@@ -1,0 +1,110 @@
+"""The entry points as a newcomer meets them: --help, a finished run run again, a dry-run study,
+and the README's output paths kept out of git."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import ROOT, run_cli
+
+TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
+        "--batch_size=8", "--learning_rate=0.01", "--log_every=2", "--eval_every=2"]
+
+
+def _files(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, files in os.walk(root) for f in files)
+
+
+@pytest.mark.parametrize("script", ["cifar_train.py", "imagenet_train.py"])
+@pytest.mark.parametrize("flag", ["--help", "-h", "--helpshort", "--helpfull"])
+def test_help_exits_0_and_shows_the_projects_flags_first(script, flag):
+    proc = run_cli(script, flag, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-500:])
+    out = proc.stdout
+    assert "--widths:" in out and "--batch_size:" in out, out[:2000]
+    first_absl = min((out.index(s) for s in ("absl.app:", "--[no]only_check_args", "absl.logging")
+                      if s in out), default=len(out))
+    assert out.index("--widths:") < first_absl, out[:3000]
+    if flag == "--helpfull":
+        assert "--[no]only_check_args" in out  # absl's own flags still listed, after the project's
+    else:
+        assert "absl.app" not in out and "--[no]only_check_args" not in out
+
+
+def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path):
+    """Nothing is built: here TensorFlow cannot even be imported, and the command still answers."""
+    run = tmp_path / "run"
+    args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
+    proc = run_cli("cifar_train.py", *args)
+    assert proc.returncode == 0, proc.stderr
+    before = {f: os.path.getmtime(run / f) for f in _files(run)}
+    fake = tmp_path / "fake" / "tensorflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('tensorflow imported')\n")
+    start = time.monotonic()
+    again = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *args],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=str(tmp_path / "fake")))
+    assert again.returncode == 0, again.stderr
+    assert time.monotonic() - start < 30
+    lines = again.stdout.strip().splitlines()
+    assert len(lines) == 1 and "finished" in lines[0] and "nothing to train" in lines[0], lines
+    assert str(run) in lines[0], lines
+    assert "step 2" in lines[0] and "top-1" in lines[0], lines
+    assert again.stderr == ""
+    assert {f: os.path.getmtime(run / f) for f in _files(run)} == before  # nothing written
+    # more steps, or another setting, take the ordinary path (TensorFlow needed)
+    longer = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
+                             *[a for a in args if not a.startswith("--train_steps")],
+                             "--train_steps=4"], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=str(tmp_path / "fake")))
+    assert longer.returncode != 0 and "nothing to train" not in longer.stdout
+
+
+def test_a_finished_run_is_not_finished_for_other_settings_or_a_pending_divergence(tmp_path):
+    run = tmp_path / "run"
+    args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
+    assert run_cli("cifar_train.py", *args).returncode == 0
+    other = run_cli("cifar_train.py", *args, "--seed=3")
+    assert other.returncode == 2 and "seed: 0 there, 3 here" in other.stderr, other.stderr
+    (run / "diverged.json").write_text('{"step": 2, "retry_with": "--learning_rate=0.005"}')
+    again = run_cli("cifar_train.py", *args)
+    assert "nothing to train" not in again.stdout, again.stdout
+
+
+def test_print_commands_writes_nothing(tmp_path):
+    root = tmp_path / "root"
+    args = [f"--root={root}", *TINY, "--train_steps=2", "--vary_norm=none,batch",
+            "--print_commands"]
+    proc = run_cli("ablate.py", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert len([line for line in proc.stdout.splitlines() if "cifar_train.py" in line]) == 2
+    assert not root.exists() or _files(root) == [], _files(root)
+    # on a root with a finished run: the same
+    run_args = [a for a in args if a != "--print_commands" and not a.startswith("--vary")]
+    assert run_cli("ablate.py", *run_args).returncode == 0
+    before = {f: os.path.getmtime(root / f) for f in _files(root)}
+    proc = run_cli("ablate.py", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert {f: os.path.getmtime(root / f) for f in _files(root)} == before
+
+
+def test_the_paths_the_readme_writes_are_ignored_by_git(tmp_path):
+    """Every relative directory a README command writes into (--model_dir, --export_dir, ...)."""
+    if shutil.which("git") is None or subprocess.run(
+            ["git", "rev-parse"], cwd=ROOT, capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    written = set(re.findall(r"--(?:model_dir|export_dir|data_dir|examples_dir|root)=([\w.-]+)/?",
+                             text))
+    tops = {w.split("/")[0] for w in written if not w.isupper()}  # not a placeholder (DIR)
+    assert {"runs", "exports", "data", "examples"} <= tops, written
+    for top in tops:
+        proc = subprocess.run(["git", "check-ignore", "-q", f"{top}/x"], cwd=ROOT)
+        assert proc.returncode == 0, f"{top}/ is not in .gitignore"
