@@ -82,8 +82,10 @@ def test_a_study_whose_root_fills_says_so_in_one_line(tmp_path, monkeypatch):
 
 def test_two_studies_with_other_base_flags_do_not_share_a_root(tmp_path):
     root = tmp_path / "study"
-    first = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
-                    "--learning_rate=0.01", *TINY)
+    dry = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
+                  "--learning_rate=0.01", *TINY)
+    assert dry.returncode == 0 and not root.exists(), dry.stderr[-2000:]  # a dry run writes nothing
+    first = run_cli("ablate.py", f"--root={root}", "--train_steps=2", "--learning_rate=0.01", *TINY)
     assert first.returncode == 0, first.stderr[-2000:]
     second = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
                      "--learning_rate=0.02", *TINY)
