@@ -4,9 +4,9 @@ A tiny run (synthetic data, widths 8, one block per stage) is trained once witho
 then again in another model_dir where it is SIGKILLed `--kills` times and re-run after each kill
 with the same command. Half of the kills come at a random moment of the run; the other half the
 moment a checkpoint of an evaluation step appears on disk while results.json has no row for that
-step yet (between the save and the evaluation, issue 10 item 2). At the end the two runs must have
-the same final step, the same weights (every variable of the last checkpoint) and the same
-results history (steps, top-1/top-5 error, test loss). Exit status 0 iff they do.
+step yet (between the save and the evaluation). At the end the two runs must have the same final
+step, the same weights (every variable of the last checkpoint) and the same results history
+(steps, top-1/top-5 error, test loss). Exit status 0 iff they do.
 
     python bench/fault_campaign.py --kills=20 --root=/tmp/faults
 """
