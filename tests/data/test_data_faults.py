@@ -1,4 +1,4 @@
-"""Damaged prepared tfds directories (issue 20, section 2): one line naming the file and the fix,
+"""Damaged prepared tfds directories: one line naming the file and the fix,
 before anything is written to model_dir."""
 import os
 import shutil

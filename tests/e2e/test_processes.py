@@ -1,4 +1,4 @@
-"""The entry points as processes (issue 20, section 3): run/launch_local.py bounds --num_workers
+"""The entry points as processes: run/launch_local.py bounds --num_workers
 and forwards SIGTERM to the workers (which save a checkpoint and stop); an address-space limit
 too small for TensorFlow is one line."""
 import glob

@@ -90,7 +90,7 @@ def test_keras_file_round_trips_every_variant(tmp_path, variant):
 
 
 def test_cifar_export_gives_the_runs_top1_in_a_fresh_process(tmp_path):
-    """Done-when of issue 21: a tiny run on mock tfds CIFAR, trained on 2 mirrored replicas,
+    """The export end to end: a tiny run on mock tfds CIFAR, trained on 2 mirrored replicas,
     exported by run/export.py; the SavedModel, loaded without the project, and model.keras give
     the run's own top-1 error on the test split; run/predict.py prints the same top-5."""
     run_dir, exp = tmp_path / "run", tmp_path / "exp"

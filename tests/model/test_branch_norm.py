@@ -1,4 +1,4 @@
-"""--max_branch_norm (issue 22): after training every block's ||C2||_2 ||C1||_2 (times its scalar)
+"""--max_branch_norm: after training every block's ||C2||_2 ||C1||_2 (times its scalar)
 is at most tau, checked by a power iteration written here; off (0) it changes nothing; two
 replicas equal one device; TensorBoard has the bound beside the empirical branch norm."""
 import hashlib

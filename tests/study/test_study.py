@@ -215,7 +215,7 @@ def test_ablate_root_that_is_a_file_is_one_line(tmp_path):
     assert "Traceback" not in proc.stderr and a_file.read_text() == "x"
 
 
-# -- hand-edited files (issue 20, section 2): one line each, nothing half-written ---------------
+# -- hand-edited files: one line each, nothing half-written ---------------
 
 
 def test_config_json_whose_model_is_not_an_object_is_one_line(tmp_path):
@@ -290,7 +290,7 @@ def test_report_prints_no_matplotlib_lines_with_an_unwritable_home(tmp_path):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
 
 
-# -- processes (issue 20, section 3) -----------------------------------------------------------
+# -- processes -----------------------------------------------------------
 
 _HOLDER = """import os, sys, time
 sys.path.insert(0, {root!r})

@@ -134,7 +134,8 @@ def test_unnormalised_input_and_bad_labels_are_refused():
 
 
 def test_per_unit_thresholds_certify_at_the_papers_k_where_one_threshold_fails():
-    """Part 2 of issue 12: k = 10 ln n / rho^2 with s_i per unit fits every point at rho = 0.35;
+    """Theorem 3.2 at the paper's width: k = 10 ln n / rho^2 with s_i per unit fits every point at
+    rho = 0.35;
     the proof's s = -theta 1 at the same k has hundreds of wrong ReLUs."""
     n, d, r = 1000, 256, 10
     x, y = C.pairs_data(n, d, r, 0.35, 0)
@@ -249,7 +250,7 @@ def test_too_small_rho_for_a_practical_k_names_the_closest_pair():
         E.fit_network(x, y, 5)
 
 
-# ---------------------------------------------------------------- the checks can fail (issue 18)
+# ---------------------------------------------------------------- the checks can fail
 
 
 def test_E4_refuses_a_shared_threshold_another_k_and_redraws():

@@ -350,7 +350,7 @@ def test_experiment_residual_beats_standard_and_writes_outputs(tmp_path):
     assert "relative_excess_risk" in tags
 
 
-# ---------------------------------------------------------------- the checks can fail (issue 18)
+# ---------------------------------------------------------------- the checks can fail
 
 
 def _row(rows, rid):

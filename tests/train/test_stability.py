@@ -1,4 +1,4 @@
-"""What issue 9 added for training at depth: the fork's crop, gradient clipping over replicas, the
+"""Training at depth: the fork's crop, gradient clipping over replicas, the
 diagnostics summaries, and the choice of the checkpoint a diverged run resumes from."""
 import math
 import os

@@ -179,7 +179,7 @@ def _scalar(logdir, tag):
                     return float(tf.make_ndarray(v.tensor))
 
 
-# -- resuming, evaluating and the run's record (issue 20, section 1) ------------------------------
+# -- resuming, evaluating and the run's record ------------------------------
 
 
 def _strict_json(path):
