@@ -135,8 +135,7 @@ def test_unnormalised_input_and_bad_labels_are_refused():
 
 def test_per_unit_thresholds_certify_at_the_papers_k_where_one_threshold_fails():
     """Theorem 3.2 at the paper's width: k = 10 ln n / rho^2 with s_i per unit fits every point at
-    rho = 0.35;
-    the proof's s = -theta 1 at the same k has hundreds of wrong ReLUs."""
+    rho = 0.35; the proof's s = -theta 1 at the same k has hundreds of wrong ReLUs."""
     n, d, r = 1000, 256, 10
     x, y = C.pairs_data(n, d, r, 0.35, 0)
     data, _ = assumption31.validate(x, y, r)
