@@ -4,9 +4,8 @@ twin, Fixup and SkipInit, on real images (docs/stability.md).
 For each network and depth, the learning rates 0.1, 0.05, 0.02, 0.01, 0.005 are tried from the
 largest down, each for `--steps` steps through the users' own command (run/cifar_train.py); the
 first that ends without a non-finite loss is the largest stable rate, and the smaller ones are not
-run. Every run has its own model_dir under --root, so an interrupted sweep resumes where it
-stopped (a finished or diverged run is not run again). `--report` prints the table and draws the
-figure from what is under --root.
+run. Every run has its own model_dir under --root: an interrupted sweep resumes where it stopped.
+`--report` prints the table and draws the figure from what is under --root.
 
     python run/prepare_data.py --dataset=fashion_mnist --data_dir=/tmp/fmnist
     python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/stability --blocks=1,9
@@ -18,7 +17,7 @@ figure from what is under --root.
 
 `--long` trains each net for --steps steps at each rate and seed, tested on the whole test split;
 `--schedule`: the rate /10 at 50% and 83% of the steps (the paper's 30k and 50k of 60k), under
---root/schedule. `--report --long --figure=F` draws every --long run's loss, largest block bound
+--root/schedule. `--report --long --figure=F` draws every --long run's loss, largest bound
 ||C2|| ||C1|| and largest branch norm against steps."""
 import argparse
 import itertools
@@ -33,8 +32,8 @@ from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
 from resnet_nobn.datasets import DATASETS  # noqa: E402
 from resnet_nobn.study.advice import advised_flags  # noqa: E402
-from resnet_nobn.train.rundir import (RESULTS, TRAIN, atomic_file,  # noqa: E402
-                                      pending_divergence, read_json, retry_flags)
+from resnet_nobn.train.rundir import RESULTS, TRAIN, atomic_file, pending_divergence  # noqa: E402
+from resnet_nobn.train.rundir import read_json, retry_flags  # noqa: E402
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]
