@@ -343,8 +343,7 @@ def main():
                 continue
             for seed in args.seed.split(","):
                 best = sweep(args, net, int(blocks), int(seed))
-                print(f"== {net} blocks {blocks} seed {seed}: largest stable rate {best}",
-                      flush=True)
+                print(f"== {net} blocks {blocks} seed {seed}: largest stable {best}", flush=True)
 
 
 if __name__ == "__main__":
