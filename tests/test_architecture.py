@@ -212,3 +212,31 @@ def test_a_module_on_no_floor_is_found(tmp_path):
     os.makedirs(root / "resnet_nobn" / "serve")
     (root / "resnet_nobn" / "serve" / "__init__.py").write_text("")
     assert "resnet_nobn.serve stands on no floor of docs/architecture.md" in problems(root)
+
+
+MAX_LINES = 350  # a module does one job in this many lines or fewer
+
+
+def long_modules(root):
+    """[(path, lines)] of the Python files of the library, theory, entry points and benchmarks
+    over MAX_LINES."""
+    out = []
+    for top in PACKAGES + ("run", "bench"):
+        for where, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(where, name)
+                with open(path) as f:
+                    n = sum(1 for _ in f)
+                if n > MAX_LINES:
+                    out.append((os.path.relpath(path, root), n))
+    return out
+
+
+def test_every_module_is_at_most_350_lines():
+    assert long_modules(ROOT) == []
+
+
+def test_a_module_over_350_lines_is_found(tmp_path):
+    root = _copy(tmp_path)
+    (root / "resnet_nobn" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    assert long_modules(root) == [(os.path.join("resnet_nobn", "long.py"), MAX_LINES + 1)]
