@@ -15,57 +15,19 @@ hand-edited files (data.py), 3 processes (processes.py), 4 quiet: the project's 
 (quiet.py); their helpers are bench/faults2/common.py. The first campaign
 (bench/fault_campaign.py) SIGKILLs a run again and again; this one covers the other faults.
 """
-import argparse
 import os
-import shutil
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The cases register on import, in the table's order: sections 1, 2, 3, 4.
+from bench import campaign  # noqa: E402
 from bench.faults2 import resume  # noqa: E402,F401,I001
 from bench.faults2 import data  # noqa: E402,F401
 from bench.faults2 import processes  # noqa: E402
 from bench.faults2 import quiet  # noqa: E402,F401
-from bench.faults2.common import CASES, ROOT  # noqa: E402
-
-
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--root", required=True, help="scratch directory (emptied first)")
-    p.add_argument("--only", default="", help="run only the cases whose section starts with this")
-    args = p.parse_args()
-    shutil.rmtree(args.root, ignore_errors=True)
-    os.makedirs(args.root)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    print(f"fault campaign 2: {time.strftime('%Y-%m-%d %H:%M')} UTC, commit {commit}\n")
-    print("| § | case | expected | got | as expected |")
-    print("| --- | --- | --- | --- | --- |")
-    results, t0 = [], time.time()
-    for section, name, expected, fn in CASES:
-        if not section.startswith(args.only):
-            continue
-        try:
-            ok, got = fn(args.root)
-        except Exception as e:  # noqa: BLE001 -- a case that cannot even be tried is a failure
-            ok, got = False, f"campaign error: {type(e).__name__}: {str(e)[:100]}"
-        results.append((section, ok))
-        got = got.replace("|", "\\|")
-        print(f"| {section} | {name} | {expected} | {got} | {'yes' if ok else '**no**'} |",
-              flush=True)
-    processes.stop_busy_study()
-    print()
-    for sec in ("1", "2", "3", "4"):
-        mine = [ok for s, ok in results if s.startswith(sec)]
-        if mine:
-            print(f"section {sec}: {sum(mine)} of {len(mine)} as expected")
-    total = sum(ok for _, ok in results)
-    print(f"total: {total} of {len(results)} cases as expected ({time.time() - t0:.0f} s)")
-    return 0 if total == len(results) else 1
-
+from bench.faults2.common import CASES  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    campaign.main(__doc__, "fault campaign 2", CASES, numeric_order=False,
+                  after=processes.stop_busy_study)

@@ -10,6 +10,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import campaign  # noqa: E402
 RUN = os.path.join(ROOT, "run")
 TINY = ["--use_synthetic_data", "--widths=8,8,8", "--stem_width=8", "--blocks_per_stage=1",
         "--batch_size=8", "--eval_steps=1", "--learning_rate=0.01", "--log_every=2",
@@ -19,12 +20,7 @@ TF_LINES = re.compile(r"^(I0000|W0000|E0000|WARNING: All log messages|.*cuda|.*o
 CASES = []
 
 
-def case(section, name, expected):
-    """Registers a case: a function of a scratch directory returning (ok, what happened)."""
-    def register(fn):
-        CASES.append((section, name, expected, fn))
-        return fn
-    return register
+case = campaign.registrar(CASES)
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import campaign  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "run"))
 RUN = os.path.join(ROOT, "run")
 TINY = ["--use_synthetic_data", "--widths=8,8,8", "--stem_width=8", "--blocks_per_stage=1",
@@ -24,11 +25,7 @@ TF_LINE = re.compile(r"^(I0000|W0000|E0000|F0000|WARNING: All log messages|To en
 CASES, MOUNTS = [], []
 
 
-def case(section, name, expected):
-    def register(fn):
-        CASES.append((section, name, expected, fn))
-        return fn
-    return register
+case = campaign.registrar(CASES)
 
 
 # --------------------------------------------------------------------------------------------
