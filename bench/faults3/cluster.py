@@ -122,7 +122,7 @@ def theory_ctrl_c(s):
 
 def _labels_out_of_range(s, name, splits):
     import numpy as np
-    from bench.fashion_mnist_as_cifar10 import write_arrays
+    from tests.helpers import write_cifar10  # a tfds cifar10 directory of given arrays
     from resnet_nobn.console import quiet_stderr
     rng = np.random.default_rng(0)
 
@@ -132,9 +132,9 @@ def _labels_out_of_range(s, name, splits):
     import contextlib
     import io
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()):
-        write_arrays(data, {split: arrays(16 if split == "train" else 8,
-                                          100 if split in splits else 10)
-                            for split in ("train", "test")}, num_classes=100)
+        write_cifar10(data, {split: arrays(16 if split == "train" else 8,
+                                           100 if split in splits else 10)
+                             for split in ("train", "test")}, num_classes=100)
     features = os.path.join(data, "cifar10", "3.0.2", "features.json")
     text = read(features)
     with open(features, "w") as f:
