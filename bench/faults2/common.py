@@ -92,9 +92,17 @@ def tf_quiet():
 
 
 def study_root(s, name):
-    """A study root holding the base run as a seed and `notes/`, another program's config.json."""
+    """A study root holding the base run, as the run of seed 0 trained there, and `notes/`, another
+    program's config.json."""
     root = os.path.join(s, name)
-    shutil.copytree(base_run(s), os.path.join(root, "cifar10", "run", "seed-0"))
+    run_dir = os.path.join(root, "cifar10", "run", "seed-0")
+    shutil.copytree(base_run(s), run_dir)
+    for record in ("config.json", "results.json"):  # its own run, not a copy of the base run
+        path = os.path.join(run_dir, record)
+        obj = json.load(open(path))
+        (obj["config"] if record == "results.json" else obj)["model_dir"] = run_dir
+        with open(path, "w") as f:
+            json.dump(obj, f)
     os.makedirs(os.path.join(root, "notes"))
     with open(os.path.join(root, "notes", "config.json"), "w") as f:
         json.dump({"name": "another program"}, f)
