@@ -111,3 +111,18 @@ def write_idx(directory, train, test):
             with gzip.open(os.path.join(directory, name), "wb") as f:
                 f.write(head + array.tobytes())
     return directory
+
+
+def poison_optimizer_slots(prefix):
+    """Writes NaN into every float optimizer slot of the checkpoint `prefix` (ckpt-N), its weights
+    left as they are: a damaged optimizer state, not a divergence."""
+    import numpy as np
+    import tensorflow as tf
+    reader = tf.train.load_checkpoint(prefix)
+    names = sorted(reader.get_variable_to_dtype_map())
+    tensors = [reader.get_tensor(n) for n in names]
+    for i, name in enumerate(names):
+        if name.startswith("optimizer/_variables/") and tensors[i].dtype.kind == "f":
+            tensors[i] = np.full_like(tensors[i], np.nan)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=tensors)

@@ -126,19 +126,11 @@ def advice_without_step(s):
     return one_line(p, "learning_rate") and read(os.path.join(d, "config.json")) == before, said(p)
 
 
-def _poison(prefix, optimizer_only=True):
+def _poison(prefix):
     from resnet_nobn.console import quiet_stderr
-    with quiet_stderr():
-        import numpy as np
-        import tensorflow as tf
-    reader = tf.train.load_checkpoint(prefix)
-    names = sorted(reader.get_variable_to_dtype_map())
-    tensors = [reader.get_tensor(n) for n in names]
-    for i, n in enumerate(names):
-        if n.startswith("optimizer/_variables/") and tensors[i].dtype.kind == "f":
-            tensors[i] = np.full_like(tensors[i], np.nan)
-    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=tensors)
+    from tests.helpers import poison_optimizer_slots
+    with quiet_stderr():  # TensorFlow's start-up lines
+        poison_optimizer_slots(prefix)
 
 
 @case("3.10", "NaN in the newest checkpoint's optimizer slots only", "skipped as damaged; trains on; no divergence")

@@ -5,14 +5,12 @@ import json
 import os
 import shutil
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
 from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.study import launcher, report
 from resnet_nobn.train import rundir, trainer
-from tests.helpers import tiny_config
+from tests.helpers import poison_optimizer_slots, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -45,21 +43,10 @@ def test_a_run_without_config_json_resumes_only_with_the_settings_its_checkpoint
     assert rundir.read_json(os.path.join(d, "config.json"))["batch_size"] == 8
 
 
-def _poison_optimizer_slots(prefix):
-    reader = tf.train.load_checkpoint(prefix)
-    names = sorted(reader.get_variable_to_dtype_map())
-    tensors = [reader.get_tensor(n) for n in names]
-    for i, name in enumerate(names):
-        if name.startswith("optimizer/_variables/") and tensors[i].dtype.kind == "f":
-            tensors[i] = np.full_like(tensors[i], np.nan)
-    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=tensors)
-
-
 def test_nan_in_the_optimizer_state_alone_is_a_damaged_checkpoint_not_a_divergence(
         finished, tmp_path, capsys):
     d = _copy(finished, tmp_path)
-    _poison_optimizer_slots(os.path.join(d, "ckpt", "ckpt-4"))
+    poison_optimizer_slots(os.path.join(d, "ckpt", "ckpt-4"))
     try:
         results = trainer.train(tiny_config(d, train_steps=6, checkpoint_every=2, eval_every=2))
     except TrainingDiverged as e:
