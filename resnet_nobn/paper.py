@@ -20,10 +20,6 @@ TABLE2 = {
 SHAPE = ("widths", "blocks_per_stage", "strides", "stem_width", "stem_kernel", "stem_stride")
 
 
-def _recipe(config):
-    return recipes.imagenet() if config.get("dataset") == "imagenet2012" else recipes.cifar()
-
-
 def _norm_json(v):
     return json.loads(json.dumps(v))
 
@@ -32,7 +28,7 @@ def paper_shape(config):
     """Whether the network of `config` (a config.json object) has the paper's shape for its
     dataset (SHAPE as in Table 1, or the ImageNet variant of Section 4.2), whatever its norm,
     init and head."""
-    m, paper = config.get("model", {}), _recipe(config).model
+    m, paper = config.get("model", {}), recipes.for_dataset(config["dataset"]).model
     return all(_norm_json(m.get(k)) == _norm_json(getattr(paper, k)) for k in SHAPE)
 
 
@@ -68,4 +64,5 @@ def paper_settings(config):
     scientific settings (resnet_nobn/config.py: SCIENTIFIC_FIELDS) other than the seed are the
     recipe's (its network is the paper's: `paper_row`)."""
     fields = [f for f in SCIENTIFIC_FIELDS if f not in ("seed", "dataset")]
-    return not [k for k, _, _ in differences(config, _recipe(config).to_json()) if k in fields]
+    recipe = recipes.for_dataset(config["dataset"]).to_json()
+    return not [k for k, _, _ in differences(config, recipe) if k in fields]
