@@ -84,11 +84,10 @@ def unwritable(e, path):
 def write_failure(e, path, fix):
     """The one line for `e` if it is a write that failed (`disk_full`, `unwritable`), else None:
     the file, the reason and `fix`."""
-    said = disk_full(e, path, fix)
-    if said or not unwritable(e, path):
+    said, refused = disk_full(e, path, fix), unwritable(e, path)
+    if said or not refused:
         return said
-    where, reason = unwritable(e, path)
-    return f"cannot write {where}: {reason}; {fix}"
+    return f"cannot write {refused[0]}: {refused[1]}; {fix}"
 
 
 _REFUSED = ("Read-only file system", "Permission denied", "Not a directory", "Is a directory")
