@@ -57,39 +57,37 @@ def train_dangling(s):
     return _run_with_link(s, "run47", "train", "/nonexistent/train")
 
 
+def _read_only(s, name, fill=os.makedirs):
+    """A read-only mount at s/name of the directory s/<name>src, made by `fill(path)`."""
+    src = os.path.join(s, f"{name}src")
+    fill(src)
+    return mount_ro(src, os.path.join(s, name))
+
+
 @case("4.7", "new run on a read-only mount", "one line")
 def readonly_new(s):
-    src = os.path.join(s, "ro48src")
-    os.makedirs(src)
-    ro = mount_ro(src, os.path.join(s, "ro48"))
+    ro = _read_only(s, "ro48")
     p = train(os.path.join(ro, "run"), "--train_steps=4")
     return one_line(p, "Read-only file system"), said(p)
 
 
 @case("4.8", "resuming a run on a read-only mount", "one line; nothing changed")
 def readonly_resume(s):
-    src = os.path.join(s, "ro49src")
-    os.makedirs(src)
-    copy_base(s, os.path.join(src, "run"))
-    ro = mount_ro(src, os.path.join(s, "ro49"))
+    ro = _read_only(s, "ro49", lambda src: copy_base(s, os.path.join(src, "run")))
     p = train(os.path.join(ro, "run"), "--train_steps=8")
     return one_line(p, "Read-only file system"), said(p)
 
 
 @case("4.9", "ablate on a read-only study root", "one line")
 def readonly_ablate(s):
-    src = os.path.join(s, "ro411src")
-    shutil.copytree(study_root(s, "study411"), src)
-    ro = mount_ro(src, os.path.join(s, "ro411"))
+    ro = _read_only(s, "ro411", lambda src: shutil.copytree(study_root(s, "study411"), src))
     p = run([os.path.join(RUN, "ablate.py"), f"--root={ro}", "--train_steps=4", *TINY])
     return one_line(p, "Read-only file system"), said(p)
 
 
 @case("4.10", "report on a read-only study root", "one line")
 def readonly_report(s):
-    src = os.path.join(s, "ro412src")
-    shutil.copytree(study_root(s, "study412"), src)
-    ro = mount_ro(src, os.path.join(s, "ro412"))
+    ro = _read_only(s, "ro412", lambda src: shutil.copytree(study_root(s, "study412"), src))
     p = run([os.path.join(RUN, "report.py"), f"--root={ro}"])
     return one_line(p, "Read-only file system"), said(p)
 
@@ -121,8 +119,6 @@ def export_loop(s):
 @case("4.14", "export to a read-only mount", "one line")
 def export_readonly(s):
     d = copy_base(s, os.path.join(s, "run416"))
-    src = os.path.join(s, "ro416src")
-    os.makedirs(src)
-    ro = mount_ro(src, os.path.join(s, "ro416"))
+    ro = _read_only(s, "ro416")
     p = run([os.path.join(RUN, "export.py"), f"--model_dir={d}", f"--export_dir={ro}/exp"])
     return one_line(p), said(p)
