@@ -26,6 +26,7 @@ import sys
 from absl import flags
 
 from resnet_nobn import cli, console
+from resnet_nobn.data import prepare, tfds_dir  # no TensorFlow at import
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError
 
@@ -61,7 +62,6 @@ def prepare_dataset():
     with console.quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
         import tensorflow_datasets as tfds
-        from resnet_nobn.data import prepare, tfds_dir
     tf.get_logger().setLevel("ERROR")
     root = prepare.data_root(data_dir)
     with prepare.leaves_nothing(root, name):
@@ -78,7 +78,7 @@ def prepare_dataset():
                 tfds_dir.check_prepared(builder, name, info.stored, info.num_classes,
                                         ("train", "test"))
                 print(f"{name} is already prepared in {builder.data_dir}", flush=True)
-                _examples(prepare, builder)
+                _examples(builder)
                 return
             tfds.disable_progress_bar()
             builder = prepare.prepare(builder, manual)
@@ -86,10 +86,10 @@ def prepare_dataset():
     entry = "imagenet_train.py" if name == prepare.IMAGENET else f"cifar_train.py --dataset={name}"
     print(f"{name} is prepared in {builder.data_dir} ({splits} images); train with: "
           f"python run/{entry}{f' --data_dir={data_dir}' if data_dir else ''}", flush=True)
-    _examples(prepare, builder)
+    _examples(builder)
 
 
-def _examples(prepare, builder):
+def _examples(builder):
     if FLAGS.examples_dir is not None:
         paths = prepare.write_examples(builder, FLAGS.examples_dir)
         print(f"wrote {len(paths)} test images to {FLAGS.examples_dir}: "
