@@ -2,17 +2,17 @@
 
 What a prepared directory records (`features.json`, `dataset_info.json`: the image shape, the
 number of classes, each split's files and bytes) is checked against the dataset the run expects
-(resnet_nobn/config.py DATASETS) before anything is written to model_dir: images of another
+(resnet_nobn/datasets.py) before anything is written to model_dir: images of another
 shape (e.g. 28x28x1), another number of classes, a missing, truncated or extended shard are
 refused with one line naming the file: each split's files must hold the bytes dataset_info.json
 records (its records plus 16 bytes of TFRecord framing each), and if they do not, each shard's
 records are counted from their length headers against the shard lengths recorded, to name the
 damaged one. What only reading shows (a corrupted record, a label out of range) is turned into one
 line the same way (`read_error`). A directory of the right shapes whose recorded class names are
-another dataset's is not refused: `provenance` says whose it is, for the run's records. `check_readable` names a damaged dataset_info.json or
-features.json for run/prepare_data.py. The fix is always the same: delete the dataset's directory
-and prepare the data again (`errors.prepare_data_command`), which a directory that is already
-prepared would not do.
+another dataset's is not refused: `provenance` says whose it is, for the run's records.
+`check_readable` names a damaged dataset_info.json or features.json for run/prepare_data.py. The
+fix is always the same: delete the dataset's directory and prepare the data again
+(`errors.prepare_data_command`), which a directory that is already prepared would not do.
 """
 import glob
 import json
@@ -30,8 +30,11 @@ def data_dir_root(builder):
 def prepare_again(builder, name):
     """The fix of a damaged prepared directory, in words that work when followed: it is deleted
     first, since run/prepare_data.py leaves a directory that is already prepared as it is."""
-    return (f"delete {builder.data_dir} and prepare the data again: "
-            f"{prepare_data_command(name, data_dir_root(builder))}")
+    return _delete_and_prepare(builder.data_dir, name, data_dir_root(builder))
+
+
+def _delete_and_prepare(where, name, data_dir):
+    return f"delete {where} and prepare the data again: {prepare_data_command(name, data_dir)}"
 
 
 def check_readable(name, data_dir):
@@ -40,7 +43,7 @@ def check_readable(name, data_dir):
     directory, if tfds cannot read it otherwise), and the fix."""
     import tensorflow_datasets as tfds
     where = os.path.join(data_dir, name, str(tfds.builder_cls(name).VERSION))
-    again = f"delete {where} and prepare the data again: {prepare_data_command(name, data_dir)}"
+    again = _delete_and_prepare(where, name, data_dir)
     for path in (os.path.join(where, f) for f in ("dataset_info.json", "features.json")):
         try:
             with open(path, "rb") as f:
