@@ -30,9 +30,12 @@ One builder makes the paper's model and the ablations / the usual baseline:
                 Fixup here differs from its reference in what the harness fixes for every net:
                 Table 1's shortcut (2x2 average pool, zero channels on both sides; the reference
                 subsamples `h + bias1a` 1x1 and appends the zeros), the activation's slope
-                (--relu_leakiness; the reference's ReLU is 0), and the training (weight decay
-                1e-4 on conv kernels only, the reference on every parameter; no mixup, the
-                reference code's default, which its paper also reports without).
+                (--relu_leakiness; the reference's ReLU is 0), the stride-2 convs' padding
+                (TensorFlow's SAME: none before, one pixel after; the reference: one on each
+                side), and the training (weight decay 1e-4 on conv kernels only, the reference
+                on every parameter; no mixup, where the reference code's default is mixup,
+                `--alpha=1`; its paper also reports Fixup without). bench/fixup_parity.py
+                checks this Fixup against an independent one, step by step.
   relu_leakiness  slope of every activation `act` for x < 0: 0.1 in the TensorFlow ResNet code
                 the paper forked (`relu_leakiness=0.1` in resnet_main.py), 0 for a plain ReLU.
   head          'random': fixed seeded Gaussian projection, a non-trainable variable, so it is
