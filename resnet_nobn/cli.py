@@ -19,6 +19,7 @@ import typing
 
 from absl import flags
 
+from resnet_nobn import image_folder
 from resnet_nobn.config import ModelConfig, TrainConfig, options, resolve_init
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError
@@ -109,7 +110,9 @@ def _value(field, text, num_stages=None):
 
 
 def config_from_flags(FLAGS) -> TrainConfig:
-    """The parsed flags, once, as the frozen run configuration; UserError if they make none."""
+    """The parsed flags, once, as the frozen run configuration; UserError if they make none. For
+    --dataset=image_folder the class names and count are --data_dir's, read here
+    (resnet_nobn/image_folder.py), before TensorFlow loads."""
     (recipe,) = _RECIPE
     try:
         fields = [f for f in options(ModelConfig) if _applies(f, recipe)]
@@ -118,10 +121,11 @@ def config_from_flags(FLAGS) -> TrainConfig:
         model.update({f.name: _value(f, FLAGS[f.name].value, len(model["widths"])) for f in fields
                       if f.metadata.get("one_for_all")})  # one number for every stage
         info = DATASETS[FLAGS.dataset]
-        model.update(num_classes=info.num_classes, image_size=info.image_size,
-                     init=resolve_init(model["init"], model["norm"]))
+        names = image_folder.class_names(FLAGS.data_dir) if info.folder else ()  # read once
+        model.update(num_classes=len(names) if info.folder else info.num_classes,
+                     image_size=info.image_size, init=resolve_init(model["init"], model["norm"]))
         return dataclasses.replace(
-            recipe, model=dataclasses.replace(recipe.model, **model),
+            recipe, model=dataclasses.replace(recipe.model, **model), class_names=names,
             **{f.name: _value(f, FLAGS[f.name].value) for f in options(TrainConfig)
                if _applies(f, recipe)})
     except ValueError as e:  # the checks of config.py, in the words of the command line

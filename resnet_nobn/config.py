@@ -15,7 +15,7 @@ import json
 import math
 import typing
 
-from resnet_nobn.datasets import DATASETS, of_recipe
+from resnet_nobn.datasets import DATASETS, check_classes, of_recipe
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
@@ -155,8 +155,9 @@ class TrainConfig:
     dataset: str = option("cifar10", "Dataset, read through tensorflow-datasets.",
                           choices=tuple(DATASETS))
     data_dir: str | None = option(None, "tfds data directory holding the prepared dataset (default: "
-                           "tfds' own, TFDS_DATA_DIR or ~/tensorflow_datasets; "
-                           "run/prepare_data.py prepares one).")
+                           "tfds' own, TFDS_DATA_DIR or ~/tensorflow_datasets; run/prepare_data.py "
+                           "prepares one); image_folder: ROOT of train/LABEL/* and test/LABEL/*.")
+    class_names: tuple[str, ...] = ()  # image_folder's: datasets.py check_classes
     use_synthetic_data: bool = option(False, "Random images of the right shape, no I/O: for smoke "
                                       "runs and speed measurements.")
     crop_padding: int = option(2, "Training augmentation: zero pixels added on each side "
@@ -232,6 +233,7 @@ class TrainConfig:
         if self.scalar_lr_factor is None:  # the init's own: Fixup's reference code's lr/10
             object.__setattr__(self, "scalar_lr_factor", 0.1 if self.model.init == "fixup" else 1.)
         _check(self)
+        check_classes(self.dataset, self.class_names, self.model.num_classes)
         if self.max_branch_norm > 0 and self.model.norm == "batch":
             raise ValueError("--max_branch_norm bounds the normalization-free blocks; with "
                              "--norm=batch the branch's BN makes ||C2|| ||C1|| no bound: use "
@@ -260,7 +262,7 @@ class TrainConfig:
 # the trainer (a resume or --eval_only in the same model_dir: resnet_nobn/train/rundir.py) and for
 # run/ablate.py (which reuses a finished run only if its scientific fields match: study.py).
 # What a run computes: never changed on resume, except to a diverged run's `retry with:` advice.
-SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "crop_padding", "batch_size",
+SCIENTIFIC_FIELDS = ("dataset", "class_names", "use_synthetic_data", "crop_padding", "batch_size",
                      "learning_rate", "lr_boundaries", "lr_decay_factor", "lr_decay_every",
                      "warmup_steps", "momentum", "weight_decay", "clip_norm", "agc",
                      "scalar_lr_factor", "max_branch_norm", "seed")
@@ -307,11 +309,11 @@ def as_today(d: dict):
 
 
 def _typed(f, value):
-    """A JSON `value` as field `f` holds it: lists as tuples (of integers), numbers as int or
+    """A JSON `value` as field `f` holds it: lists as tuples (integers, or names), numbers as int or
     float, when they are that number exactly."""
     kinds = typing.get_args(f.type) or (f.type,)
-    if tuple in kinds and isinstance(value, list):
-        return tuple(_number(v, int) for v in value)
+    if (tuple in kinds or typing.get_origin(f.type) is tuple) and isinstance(value, list):
+        return tuple(v if str in kinds else _number(v, int) for v in value)  # names stay names
     for kind in (int, float):
         if kind in kinds:
             return _number(value, kind)

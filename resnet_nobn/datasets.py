@@ -7,6 +7,11 @@ a dataset of its own, trained by the CIFAR recipe and network: its 28x28 grey im
 zero-padded to 32x32 and copied to 3 channels by the input pipeline (resnet_nobn/data/cifar.py
 `to_network`), so every record of such a run says `fashion_mnist`, never CIFAR.
 
+`image_folder` is your own images: a directory ROOT of ROOT/train/LABEL/* and ROOT/test/LABEL/*
+(resnet_nobn/image_folder.py), trained by the CIFAR recipe and network, each image resized to
+32x32x3 as it is read. Its classes are facts of ROOT, not of this table (`num_classes` None): the
+run reads them once and records them in its config.json (TrainConfig.class_names).
+
 No TensorFlow: the command line is checked against this table before TensorFlow loads.
 """
 import dataclasses
@@ -20,16 +25,19 @@ class DatasetInfo:
     `recipe`: the function of resnet_nobn/recipes.py, and run/<recipe>_train.py, that train it.
     `label_names`: the classes of a genuine copy, in order (tfds' builder code does not name
     CIFAR's: it reads them from the downloaded files): how a tfds directory holding another
-    dataset under this name is told (resnet_nobn/data/tfds_dir.py `provenance`)."""
+    dataset under this name is told (resnet_nobn/data/tfds_dir.py `provenance`). `folder`: a
+    directory of image files (`image_folder`), not a tfds dataset: its classes and sizes (None
+    here) are the directory's."""
     name: str
     title: str
-    num_classes: int
+    num_classes: int | None
     image_size: int
-    num_train: int
-    num_eval: int
+    num_train: int | None
+    num_eval: int | None
     recipe: str
     stored: tuple | None
     label_names: tuple = ()
+    folder: bool = False
 
     @property
     def entry_point(self):
@@ -66,7 +74,14 @@ DATASETS = {d.name: d for d in (
     DatasetInfo("fashion_mnist", "Fashion-MNIST", 10, 32, 60_000, 10_000, "cifar", (28, 28, 1),
                 FASHION_MNIST_NAMES),
     DatasetInfo("imagenet2012", "ImageNet", num_classes=1000, image_size=224,
-                num_train=1_281_167, num_eval=50_000, recipe="imagenet", stored=None))}
+                num_train=1_281_167, num_eval=50_000, recipe="imagenet", stored=None),
+    DatasetInfo("image_folder", "an image folder", num_classes=None, image_size=32, num_train=None,
+                num_eval=None, recipe="cifar", stored=(32, 32, 3), folder=True))}
+
+
+def tfds_names():
+    """The datasets read through tfds (all but `image_folder`): what run/prepare_data.py prepares."""
+    return tuple(name for name, d in DATASETS.items() if not d.folder)
 
 
 def of_recipe(recipe):
@@ -74,13 +89,28 @@ def of_recipe(recipe):
     return tuple(name for name, d in DATASETS.items() if d.recipe == recipe)
 
 
-def shown(name, synthetic=False, mismatch=None):
+def check_classes(name, class_names, num_classes):
+    """ValueError unless a run's TrainConfig.class_names fit its dataset `name`: a folder's
+    (`image_folder`) are its train/ class folders, sorted, one per class of the model (read by the
+    command line: resnet_nobn/image_folder.py; config.json records them); the table's datasets
+    have their own classes and none here."""
+    if DATASETS[name].folder and (not class_names or len(class_names) != num_classes):
+        raise ValueError(f"--dataset={name}: class_names must name each of the model's "
+                         f"{num_classes} classes (resnet_nobn/image_folder.py class_names)")
+    if class_names and not DATASETS[name].folder:
+        raise ValueError(f"class_names are --dataset=image_folder's; {name} has its own classes")
+
+
+def shown(name, synthetic=False, mismatch=None, data_dir=None):
     """How a run's dataset is named wherever it is shown (report, plot, model card): its name, and
     what its data really was where that is not the dataset: `(synthetic)` for random images,
     `(not <title>: <directory>)` for another dataset's images under the name (`mismatch`: the
-    line resnet_nobn/data/tfds_dir.py `provenance` wrote into results.json)."""
+    line resnet_nobn/data/tfds_dir.py `provenance` wrote into results.json); an image folder with
+    its directory, `image_folder (<data_dir>)`: runs on two folders are not one dataset."""
     if synthetic:
         return f"{name} (synthetic)"
+    if name in DATASETS and DATASETS[name].folder:
+        return f"{name} ({data_dir})"
     if mismatch:
         title = DATASETS[name].title if name in DATASETS else name
         return f"{name} (not {title}: {mismatch.split(' is not ')[0]})"

@@ -1,5 +1,6 @@
 """Trains the all-convolutional, normalization-free ResNet of Table 1 on CIFAR-10/100 (or on
-Fashion-MNIST, real images offline, zero-padded to 32x32x3).
+Fashion-MNIST, real images offline, zero-padded to 32x32x3; or on your own images,
+--dataset=image_folder --data_dir=ROOT of ROOT/train/LABEL/* and ROOT/test/LABEL/*).
 
     python run/cifar_train.py --dataset=cifar100 --model_dir=/tmp/cifar100
 

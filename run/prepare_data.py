@@ -27,10 +27,11 @@ from absl import flags
 
 from resnet_nobn import cli, console
 from resnet_nobn.data import prepare, tfds_dir  # no TensorFlow at import
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.datasets import DATASETS, tfds_names
 from resnet_nobn.errors import UserError
 
-flags.DEFINE_enum("dataset", None, list(DATASETS), "The dataset to prepare.")
+flags.DEFINE_enum("dataset", None, list(tfds_names()), "The dataset to prepare (your own images, "
+                  "--dataset=image_folder, need no preparing).")
 flags.DEFINE_string("data_dir", None, "The tfds data directory to prepare it in (created if "
                     "missing); default: tfds' own (TFDS_DATA_DIR, else ~/tensorflow_datasets), "
                     "the one a training run without --data_dir reads.")

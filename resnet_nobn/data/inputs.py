@@ -1,7 +1,8 @@
 """The input of a run: which module reads which dataset, and synthetic data for any of them.
 
 The datasets of the CIFAR recipe (CIFAR-10/100, Fashion-MNIST: resnet_nobn/datasets.py) are read by
-resnet_nobn/data/cifar.py, ImageNet by resnet_nobn/data/imagenet.py; both split every global batch
+resnet_nobn/data/cifar.py, an image folder of your own by resnet_nobn/data/folder_input.py (into
+cifar.py's input), ImageNet by resnet_nobn/data/imagenet.py; all split every global batch
 over workers and replicas alike (resnet_nobn/data/pipeline.py). Each input has
 `train_dataset(ctx, global_batch, start_step)` of (images, labels), `num_eval_batches(global_batch)`
 and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding weighted 0.
@@ -10,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.data import cifar, imagenet, tfds_dir
+from resnet_nobn.data import cifar, folder_input, imagenet, tfds_dir
 from resnet_nobn.datasets import DATASETS, DatasetInfo
 
 INPUTS = {"cifar": cifar.make_input, "imagenet": imagenet.make_input}  # by the dataset's recipe
@@ -22,15 +23,16 @@ class SyntheticInput:
     For smoke runs and for timing the model alone. A net can memorise the batch, so the loss falls.
     """
 
-    def __init__(self, info: DatasetInfo, seed):
+    def __init__(self, info: DatasetInfo, seed, num_classes=None):
         self.info, self.seed = info, seed
+        self.num_classes = num_classes or info.num_classes  # an image folder's: the run's
 
     def _batch(self, ctx, global_batch):
         b = ctx.get_per_replica_batch_size(global_batch)
         rng = np.random.default_rng([self.seed, ctx.input_pipeline_id])
         s = self.info.image_size
         images = rng.standard_normal((b, s, s, 3)).astype(np.float32)
-        labels = rng.integers(0, self.info.num_classes, b).astype(np.int32)
+        labels = rng.integers(0, self.num_classes, b).astype(np.int32)
         return images, labels
 
     def train_dataset(self, ctx, global_batch, start_step):
@@ -45,11 +47,12 @@ class SyntheticInput:
 
 
 def make_input(cfg: TrainConfig):
-    """The input for `cfg.dataset` (a name of DATASETS: TrainConfig refuses others): synthetic, or
-    read through tfds (UserError if unavailable)."""
+    """The input for `cfg.dataset` (a name of DATASETS: TrainConfig refuses others): synthetic, an
+    image folder, or read through tfds (UserError if unavailable)."""
+    info = DATASETS[cfg.dataset]
     if cfg.use_synthetic_data:
-        return SyntheticInput(DATASETS[cfg.dataset], cfg.seed)
-    return INPUTS[DATASETS[cfg.dataset].recipe](cfg)
+        return SyntheticInput(info, cfg.seed, cfg.model.num_classes)
+    return folder_input.make_input(cfg) if info.folder else INPUTS[info.recipe](cfg)
 
 
 def read_error(error, inp):

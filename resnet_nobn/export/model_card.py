@@ -72,8 +72,13 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     evaluated = next((h for h in results.get("history") or []
                       if isinstance(h, dict) and h.get("step") == step), None)
     split = "test" if cifar else "validation"
+    folder = results.get("image_folder") or {}  # resnet_nobn/data/folder_input.py
     data = ("synthetic random images (`--use_synthetic_data`): the errors and the predictions "
             "mean nothing" if cfg.use_synthetic_data else
+            f"your images in `{cfg.data_dir}` (`--dataset=image_folder`: {m.num_classes} classes, "
+            f"the folders of train/ and test/; {folder.get('train_images', '?')} training and "
+            f"{folder.get('test_images', '?')} test images, each resized to "
+            f"{m.image_size}x{m.image_size})" if info.folder else
             f"tfds `{cfg.dataset}` ({info.title})"
             + (f" from `--data_dir={cfg.data_dir}`" if cfg.data_dir else "")
             + (f", **but {mismatch}**" if mismatch else ""))
@@ -85,7 +90,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     else:
         n = evaluated.get("eval_examples")
         # told by the evaluation itself: --eval_only may use another --eval_steps than config.json
-        first = n < info.num_eval and n % cfg.batch_size == 0
+        first = n < (folder.get("test_images") or info.num_eval or n + 1) and n % cfg.batch_size == 0
         whole = "" if cfg.use_synthetic_data else (
             f" (its first {n // cfg.batch_size} batches of {cfg.batch_size}: `--eval_steps`)"
             if first else " (the whole split)")
@@ -99,7 +104,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     elif mismatch:
         nots.append(f"not trained on {info.title}, though its records name `{cfg.dataset}`: "
                     f"{mismatch}")
-    elif cfg.data_dir:
+    elif cfg.data_dir and not info.folder:
         nots.append(f"not checked to be {info.title} beyond the image shape and class names its tfds "
                     f"directory `{cfg.data_dir}` records")
     if step < recipe.train_steps:
@@ -120,7 +125,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     rollbacks = results.get("rollbacks") or []
     lines = [
         f"# Model card: {m.norm == 'none' and 'resnet_nobn' or 'resnet_bn'}, "
-        f"{shown(cfg.dataset, cfg.use_synthetic_data, mismatch)}, step {step}",
+        f"{shown(cfg.dataset, cfg.use_synthetic_data, mismatch, cfg.data_dir)}, step {step}",
         "",
         "## What it is",
         "",
@@ -158,8 +163,10 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         *LOAD_KERAS,
         "",
         f"- `labels.txt`: class i on line i + 1; {names_from}.",
-        f"- `python run/predict.py --export_dir={export_dir} FILE...` prints the top-5 classes "
-        "of image files.",
+        f"- `python run/predict.py --export_dir={export_dir}{' --resize' * info.folder} FILE...` "
+        "prints the top-5 classes of image files"
+        + (f" (`--resize`: to {m.image_size}x{m.image_size}, as training resized the folder's)."
+           if info.folder else "."),
         "",
         "## Versions",
         "",

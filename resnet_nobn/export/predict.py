@@ -4,26 +4,19 @@
 the right types, the `digest` it records equal to the digest of saved_model/ and of its own
 description of the model (so an export.json edited, or a saved_model/ copied from another
 export, is refused), labels.txt UTF-8 with one name per class. `read_images` reads each image's
-size from its header (`header_size`, by Pillow: PNG, JPEG, GIF, BMP and WebP, the formats
-tf.io.decode_image reads) and refuses one of more than MAX_PIXELS pixels before decoding it, and
-for an ImageNet model one its graph does not decode (ENCODED: not WebP, BMP or an animated GIF).
+size from its header and refuses one of more than MAX_PIXELS pixels before decoding it
+(resnet_nobn/data/images.py, which also resizes with `--resize`), and for an ImageNet model one
+its graph does not decode (ENCODED: not WebP, BMP or an animated GIF).
 `printable` escapes the control characters of a name or path before it reaches a terminal.
 """
-import io
 import json
 import os
-import struct
 
-from PIL import Image
-
+from resnet_nobn.data.images import MAX_PIXELS, decode_pixels, read_file, resized
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError, first_line
 from resnet_nobn.export.files import GLOB, LABELS, META, SAVED_MODEL, digest
 
-MAX_PIXELS = 50_000_000  # per image file: width x height x frames, read from its header
-# The formats tf.io.decode_image reads, as Pillow names them: as the messages name them (a JPEG
-# with more pictures, MPO, is read by TensorFlow as its first)
-FORMATS = {"PNG": "PNG", "JPEG": "JPEG", "MPO": "JPEG", "GIF": "GIF", "BMP": "BMP", "WEBP": "WebP"}
 # What the ImageNet graph's tf.io.decode_jpeg decodes, as evaluation does (a GIF of one frame)
 ENCODED = ("JPEG", "PNG", "GIF")
 # export.json: each field predict reads, and the type it must have
@@ -85,25 +78,6 @@ def read_export(export_dir):
     return meta, names
 
 
-def header_size(raw):
-    """(format, width, height, frames) of an encoded image, from its header: Pillow's Image.open
-    reads the header only, nothing is decoded. None if it is none of the formats tf.io.decode_image
-    reads (FORMATS) or Pillow cannot read its header."""
-    # Pillow's own limit (Image.MAX_IMAGE_PIXELS, DecompressionBombError) counts one frame and
-    # names no size; predict's counts every frame and says the size (read_images), so Pillow's is
-    # lifted while the header is read
-    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
-    try:
-        with Image.open(io.BytesIO(raw), formats=sorted(set(FORMATS) - {"MPO"})) as image:
-            kind = FORMATS.get(image.format)
-            frames = getattr(image, "n_frames", 1) if kind in ("GIF", "WebP") else 1
-            return (kind, image.width, image.height, frames) if kind else None
-    except (OSError, ValueError, EOFError, SyntaxError, struct.error):  # Unidentified...: OSError
-        return None
-    finally:
-        Image.MAX_IMAGE_PIXELS = limit
-
-
 def read_images(paths, meta, resize=False):
     """(the serving input for `paths`, a note per file); UserError for a file that cannot be read
     or decoded, claims more than MAX_PIXELS pixels, or (a model of pixel arrays, without `resize`)
@@ -117,22 +91,7 @@ def read_images(paths, meta, resize=False):
     channels = info.stored[-1] if info.pixels else 3
     shorter = eval_shorter_side(size)  # an ImageNet model's evaluation resize
     for path in paths:
-        try:
-            with open(path, "rb") as f:
-                raw = f.read(4 * MAX_PIXELS + 1)  # more than any image within the limit holds
-        except OSError as e:
-            raise UserError(f"cannot read {path}: {e.strerror}") from None
-        if len(raw) > 4 * MAX_PIXELS:
-            raise UserError(f"{path} is larger than {4 * MAX_PIXELS:,} bytes, more than any image "
-                            f"within predict's limit of {MAX_PIXELS:,} pixels; scale it down first")
-        header = header_size(raw)
-        if header is None:
-            raise UserError(f"{path} is not a PNG, JPEG, GIF, BMP or WebP image")
-        kind, w, h, frames = header
-        if w * h * frames > MAX_PIXELS:
-            raise UserError(f"{path} is a {kind} of {w}x{h} pixels" + (
-                f" x {frames} frames" if frames > 1 else "") + f", more than predict's limit of "
-                f"{MAX_PIXELS:,} pixels (width x height x frames); scale it down first")
+        raw, (kind, w, h, frames) = read_file(path)
         if meta["input"] == "encoded" and (kind not in ENCODED or frames > 1):
             raise UserError(f"{path} is a {kind}" + (f" of {frames} frames" if frames > 1 else "")
                             + f"; the {meta['dataset']} model decodes JPEG, PNG and one-frame GIF "
@@ -143,7 +102,7 @@ def read_images(paths, meta, resize=False):
                             f"{MAX_PIXELS:,} pixels; crop it closer to square first")
         try:  # encoded files are decoded in the graph as evaluation does: decode_jpeg (JPEG, PNG)
             image = (tf.io.decode_jpeg(raw, channels=3) if meta["input"] == "encoded" else
-                     tf.io.decode_image(raw, channels=channels, expand_animations=False))
+                     decode_pixels(raw, path, kind, channels))
         except (tf.errors.InvalidArgumentError, ValueError):
             raise UserError(f"{path} is a damaged {kind} file or one TensorFlow cannot decode"
                             ) from None
@@ -156,8 +115,7 @@ def read_images(paths, meta, resize=False):
                 if not resize:
                     raise UserError(f"{path} is {w}x{h} pixels; the {meta['dataset']} model takes "
                                     f"{size}x{size}: resize it, or pass --resize")
-                image = tf.cast(tf.clip_by_value(tf.round(tf.image.resize(
-                    image, [size, size], antialias=True)), 0, 255), tf.uint8)
+                image = resized(image, size)
                 note = f" (resized from {w}x{h} to {size}x{size})"
             batch.append(image.numpy())
         notes.append(note)

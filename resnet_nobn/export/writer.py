@@ -174,9 +174,13 @@ def label_names(cfg: TrainConfig):
     """(names, where they came from): the tfds label names of the run's dataset, read without
     downloading from the prepared dataset in the run's --data_dir (or tfds' default directory),
     else from the tfds builder's own code, else the dataset table's (resnet_nobn/datasets.py: tfds'
-    code does not name CIFAR's classes); numbers when none has names."""
+    code does not name CIFAR's classes); numbers when none has names. An image folder's are the
+    class folders config.json records (TrainConfig.class_names): the folder need not be here."""
     import tensorflow_datasets as tfds
     n, info = cfg.model.num_classes, DATASETS[cfg.dataset]
+    if info.folder:
+        return list(cfg.class_names), (f"the class folders of `{cfg.data_dir}/train`, sorted, "
+                                       "as the run's config.json records them")
     for data_dir in dict.fromkeys([cfg.data_dir, None]):
         try:
             builder = tfds.builder(cfg.dataset, data_dir=data_dir)

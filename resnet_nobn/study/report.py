@@ -169,7 +169,8 @@ def summarize(runs):
         table2 = None if mismatch else paper.paper_row(c)
         rows.append(dict(
             dataset=c["dataset"], synthetic=bool(c.get("use_synthetic_data")), label=label,
-            shown=datasets.shown(c["dataset"], bool(c.get("use_synthetic_data")), mismatch),
+            shown=datasets.shown(c["dataset"], bool(c.get("use_synthetic_data")), mismatch,
+                                 c.get("data_dir")),
             mismatch=mismatch,
             sort=(c["dataset"], mismatch or "", m["norm"] != "none", m["init"] != "identity",
                   m["head"] != "random", sum(m["blocks_per_stage"]), extra),

@@ -157,6 +157,8 @@ class Trainer:
             "history": history,
             **self.train_log.results(),
             **({"data_mismatch": self.mismatch} if self.mismatch else {}),
+            **({"image_folder": dict(getattr(self.input, "folder", None) or {},  # its classes
+                                     class_names=list(cfg.class_names))} if cfg.class_names else {}),
             "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
             rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
             "config": recorded,

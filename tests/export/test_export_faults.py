@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
+from resnet_nobn.data import images
 from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
 from resnet_nobn.train.trainer import Trainer
@@ -259,15 +260,15 @@ def test_an_image_past_the_pixel_limit_is_refused_before_decoding(tmp_path, made
 def test_every_format_is_measured_from_its_header(tmp_path):
     jpeg = bytearray(tf.io.encode_jpeg(np.zeros((16, 24, 3), np.uint8)).numpy())
     sof = jpeg.index(b"\xff\xc0")
-    assert predict.header_size(bytes(jpeg)) == ("JPEG", 24, 16, 1)
+    assert images.header_size(bytes(jpeg)) == ("JPEG", 24, 16, 1)
     jpeg[sof + 5:sof + 9] = struct.pack(">HH", 30_000, 40_000)  # a header that lies
-    assert predict.header_size(bytes(jpeg)) == ("JPEG", 40_000, 30_000, 1)
-    assert predict.header_size(_gif(7, 5, frames=3)) == ("GIF", 7, 5, 3)
-    assert predict.header_size(_bmp(6, 4)) == ("BMP", 6, 4, 1)
+    assert images.header_size(bytes(jpeg)) == ("JPEG", 40_000, 30_000, 1)
+    assert images.header_size(_gif(7, 5, frames=3)) == ("GIF", 7, 5, 3)
+    assert images.header_size(_bmp(6, 4)) == ("BMP", 6, 4, 1)
     webp = io.BytesIO()
     Image.new("RGB", (100, 50)).save(webp, format="WEBP", lossless=True)
-    assert predict.header_size(webp.getvalue()) == ("WebP", 100, 50, 1)
-    assert predict.header_size(b"not an image") is None
+    assert images.header_size(webp.getvalue()) == ("WebP", 100, 50, 1)
+    assert images.header_size(b"not an image") is None
     meta = dict(image_size=32, input="pixels", dataset="cifar10")
     for name, raw in (("huge.gif", _gif(8000, 8000)), ("many.gif", _gif(2000, 2000, frames=13)),
                       ("huge.bmp", _bmp(1, 1)[:18] + struct.pack("<ii", 9000, -9000)
