@@ -95,6 +95,8 @@ class ModelConfig:
     head_seed: int | None = option(None, "Seed of the random-projection head; default: --seed, "
                                    "so each seed of a study draws its own projection (config.json "
                                    "records the seed used).")
+    logit_gain: bool = option(False, "One trainable scalar g (init 1, not weight-decayed) times "
+                              "the pooled features before the head: BN's last scale, without BN.")
     # The BN twin (norm='batch') as in the fork's resnet_model.py: BN epsilon and decay (moving
     # averages m <- 0.9 m + 0.1 batch), and the first block's `activate_before_residual`. Not
     # flags: config.json records them, so a run of another twin is refused (`ABSENT_WITH_BN`).
@@ -128,14 +130,11 @@ class ModelConfig:
 
 def resolve_init(init, norm):
     """The `--init=auto` rule: the paper's identity init without BN, He init with BN (the baseline)."""
-    if init == "auto":
-        return "he" if norm == "batch" else "identity"
-    return init
+    return ("he" if norm == "batch" else "identity") if init == "auto" else init
 
 
 def resolve_head_seed(head_seed, seed):
-    """The random head's seed: --head_seed if given, else the run's --seed (so the spread over
-    seeds includes the head's draw)."""
+    """The random head's seed: --head_seed if given, else --seed (a study's spread includes it)."""
     return seed if head_seed is None else head_seed
 
 
@@ -168,8 +167,8 @@ class TrainConfig:
                                   check=(lambda v: v > 0, "must be positive"))
     lr_boundaries: tuple = option((30_000, 50_000), "Steps at which the learning rate is "
                                   "multiplied by --lr_decay_factor, increasing comma list (may be "
-                                  "empty).", "steps", check=(lambda v: all(x > 0 for x in v) and list(v) == sorted(
-                                  set(v)), "must be positive, "
+                                  "empty).", "steps", check=(lambda v: all(x > 0 for x in v) and list(v)
+                                  == sorted(set(v)), "must be positive, "
                                   "strictly increasing steps, e.g. 30000,50000"))
     lr_decay_factor: float = option(0.1, "Factor applied at each boundary, or every "
                                     "--lr_decay_every steps.", lower=0.0, upper=1.0)
