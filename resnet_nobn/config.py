@@ -24,15 +24,8 @@ PRECISIONS = ("float32", "float16", "bfloat16")
 FLOAT32_MAX = 3.4028234663852886e38  # every float option is used as a float32
 
 
-def _positive_ints(values):
-    return len(values) > 0 and all(v > 0 for v in values)
-
-
-def _increasing_steps(values):
-    return all(v > 0 for v in values) and list(values) == sorted(set(values))
-
-
-INTS = (_positive_ints, "must be a comma list of positive integers, e.g. 64,128,256")
+INTS = (lambda v: len(v) > 0 and all(x > 0 for x in v),
+        "must be a comma list of positive integers, e.g. 64,128,256")
 
 
 def option(default, help, unit=None, lower=None, upper=None, choices=None, check=None, **flag):
@@ -102,6 +95,8 @@ class ModelConfig:
     head_seed: int | None = option(None, "Seed of the random-projection head; default: --seed, "
                                    "so each seed of a study draws its own projection (config.json "
                                    "records the seed used).")
+    logit_gain: bool = option(False, "One trainable scalar g (init 1, not weight-decayed) times "
+                              "the pooled features before the head: BN's last scale, without BN.")
     # The BN twin (norm='batch') as in the fork's resnet_model.py: BN epsilon and decay (moving
     # averages m <- 0.9 m + 0.1 batch), and the first block's `activate_before_residual`. Not
     # flags: config.json records them, so a run of another twin is refused (`ABSENT_WITH_BN`).
@@ -135,14 +130,11 @@ class ModelConfig:
 
 def resolve_init(init, norm):
     """The `--init=auto` rule: the paper's identity init without BN, He init with BN (the baseline)."""
-    if init == "auto":
-        return "he" if norm == "batch" else "identity"
-    return init
+    return ("he" if norm == "batch" else "identity") if init == "auto" else init
 
 
 def resolve_head_seed(head_seed, seed):
-    """The random head's seed: --head_seed if given, else the run's --seed (so the spread over
-    seeds includes the head's draw)."""
+    """The random head's seed: --head_seed if given, else --seed (a study's spread includes it)."""
     return seed if head_seed is None else head_seed
 
 
@@ -163,6 +155,10 @@ class TrainConfig:
     crop_padding: int = option(2, "Training augmentation: zero pixels added on each side "
                                "before the random crop back to 32x32 (the forked code's: 2, i.e. "
                                "36x36).", "pixels", lower=0, only_for=of_recipe("cifar"))
+    standardize: str = option("per_image", "Last step of every image's preprocessing: per_image "
+                              "(the forked code's), or dataset: (x - mean) / std, one mean and std "
+                              "per channel over the training split (results.json records them).",
+                              choices=("per_image", "dataset"), only_for=of_recipe("cifar"))
     # optimization
     train_steps: int = option(60_000, "Training steps (global batches).", "steps", lower=1)
     batch_size: int = option(128, "Global batch size (images per step over all replicas and "
@@ -172,7 +168,8 @@ class TrainConfig:
                                   check=(lambda v: v > 0, "must be positive"))
     lr_boundaries: tuple = option((30_000, 50_000), "Steps at which the learning rate is "
                                   "multiplied by --lr_decay_factor, increasing comma list (may be "
-                                  "empty).", "steps", check=(_increasing_steps, "must be positive, "
+                                  "empty).", "steps", check=(lambda v: all(x > 0 for x in v) and list(v)
+                                  == sorted(set(v)), "must be positive, "
                                   "strictly increasing steps, e.g. 30000,50000"))
     lr_decay_factor: float = option(0.1, "Factor applied at each boundary, or every "
                                     "--lr_decay_every steps.", lower=0.0, upper=1.0)
@@ -234,6 +231,10 @@ class TrainConfig:
             object.__setattr__(self, "scalar_lr_factor", 0.1 if self.model.init == "fixup" else 1.)
         _check(self)
         check_classes(self.dataset, self.class_names, self.model.num_classes)
+        if self.standardize == "dataset" and (self.use_synthetic_data or self.dataset not in
+                                              of_recipe("cifar")):  # no split to compute it over
+            raise ValueError("--standardize=dataset needs a training split (CIFAR's recipe), and "
+                             "--use_synthetic_data has none: use --standardize=per_image")
         if self.max_branch_norm > 0 and self.model.norm == "batch":
             raise ValueError("--max_branch_norm bounds the normalization-free blocks; with "
                              "--norm=batch the branch's BN makes ||C2|| ||C1|| no bound: use "
@@ -262,10 +263,11 @@ class TrainConfig:
 # the trainer (a resume or --eval_only in the same model_dir: resnet_nobn/train/rundir.py) and for
 # run/ablate.py (which reuses a finished run only if its scientific fields match: study.py).
 # What a run computes: never changed on resume, except to a diverged run's `retry with:` advice.
-SCIENTIFIC_FIELDS = ("dataset", "class_names", "use_synthetic_data", "crop_padding", "batch_size",
-                     "learning_rate", "lr_boundaries", "lr_decay_factor", "lr_decay_every",
-                     "warmup_steps", "momentum", "weight_decay", "clip_norm", "agc",
-                     "scalar_lr_factor", "max_branch_norm", "seed")
+SCIENTIFIC_FIELDS = ("dataset", "class_names", "use_synthetic_data", "crop_padding",
+                     "standardize", "batch_size", "learning_rate", "lr_boundaries",
+                     "lr_decay_factor", "lr_decay_every", "warmup_steps", "momentum",
+                     "weight_decay", "clip_norm", "agc", "scalar_lr_factor", "max_branch_norm",
+                     "seed")
 # Where it runs, for how long, and its bookkeeping: a resume may change these (each change is
 # recorded in results.json with its step). Every field in neither list (the model's;
 # mixed_precision, on which the checkpoint's optimizer state and the numerics depend) is fixed.

@@ -34,9 +34,10 @@ def paper_shape(config):
 
 def paper_network(model):
     """Whether a network (a config.json `model` object) is the paper's kind: no normalization,
-    the identity init and the fixed random-projection head (its shape: `paper_shape`)."""
-    return (model.get("norm"), model.get("init"), model.get("head")) == (
-        "none", "identity", "random")
+    the identity init and the fixed random-projection head, no `logit_gain` (its shape:
+    `paper_shape`)."""
+    return (model.get("norm"), model.get("init"), model.get("head"),
+            bool(model.get("logit_gain"))) == ("none", "identity", "random", False)
 
 
 def paper_row(config):
@@ -54,7 +55,7 @@ def paper_row(config):
         return None
     if paper_network(m):
         return "Ours", TABLE2[ds]["ours"]
-    if m.get("norm") == "batch":
+    if m.get("norm") == "batch" and not m.get("logit_gain"):
         return "ResNet†", TABLE2[ds]["resnet"]
     return None
 

@@ -7,7 +7,9 @@ by the export's serving graph alike.
 
 Training augmentation (cifar_input.py of tensorflow/models/resnet, which the paper forked): zero-pad
 to 36x36 (`image_size + 4`, `crop_padding=2` pixels a side), random 32x32 crop, random horizontal
-flip, per-image standardisation. The test split is only standardised.
+flip, per-image standardisation (or, with `--standardize=dataset`, the training split's mean and
+standard deviation per channel: resnet_nobn/data/standardization.py). The test split is only
+standardised.
 
 Determinism and resuming. CIFAR fits in memory (50,000 x 32x32x3 bytes), so the training stream is a
 pure function of (seed, step): epoch e visits the examples in the order of a stateless permutation
@@ -22,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.data import prepare, tfds_dir
+from resnet_nobn.data import prepare, standardization, tfds_dir
 from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
 from resnet_nobn.datasets import DATASETS, DatasetInfo
 from resnet_nobn.errors import UserError
@@ -72,8 +74,15 @@ def to_network(images, info: DatasetInfo):
 
 
 def standardize(image):
-    """Per-image standardisation (zero mean, unit variance), float32."""
-    return tf.image.per_image_standardization(tf.cast(image, tf.float32))
+    """Per-image standardisation (zero mean, unit variance), float32: `--standardize=per_image`."""
+    return standardization.Standardization()(image)
+
+
+def dataset_standardization(images, info: DatasetInfo, chunk=4096):
+    """`--standardize=dataset`'s mean and std of uint8 `images` as the dataset stores them, over
+    the images as the network takes them (`to_network`)."""
+    return standardization.of_batches(to_network(images[i:i + chunk], info).numpy()
+                                      for i in range(0, len(images), chunk))
 
 
 def augment(image, seed, padding):
@@ -89,16 +98,19 @@ def augment(image, seed, padding):
 class InMemoryInput:
     """A dataset held in memory (CIFAR's recipe), read through tfds; the stream is a function of
     the step. Images are held as the dataset stores them and made the network's (`to_network`)
-    as they are read."""
+    as they are read, and standardised last (`standardization`, per-image by default)."""
 
-    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2, mismatch=None):
+    def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2, mismatch=None,
+                 standardize=standardization.Standardization()):
         self.info, self.seed, self.crop_padding = info, seed, crop_padding
+        self.standardization = standardize
         self.mismatch = mismatch  # tfds_dir.provenance: whose images these are, if not info's
         self._train_images, self._train_labels = train
         self._test_images, self._test_labels = test
 
     def train_dataset(self, ctx: tf.distribute.InputContext, global_batch, start_step):
         n, seed, padding, info = len(self._train_labels), self.seed, self.crop_padding, self.info
+        standardize = self.standardization
         images = tf.constant(self._train_images)
         labels = tf.constant(self._train_labels)
 
@@ -132,7 +144,7 @@ class InMemoryInput:
 
         def load(i):
             j = tf.minimum(i, n - 1)
-            image = standardize(to_network(tf.gather(images, j), self.info))
+            image = self.standardization(to_network(tf.gather(images, j), self.info))
             return image, tf.gather(labels, j), tf.cast(i < n, tf.float32)
 
         return batch_and_prefetch(ds, load, ctx, global_batch)
@@ -143,9 +155,12 @@ def make_input(cfg: TrainConfig):
     (image shape, number of classes, every file readable, every label in range) before training:
     UserError if unavailable or damaged (resnet_nobn/data/tfds_dir.py). A directory holding
     another dataset's images under the name is trained on, and its `mismatch` kept for the run's
-    records."""
+    records. With --standardize=dataset, the training split's mean and std are computed here."""
     info = DATASETS[cfg.dataset]
     builder = prepare.prepared_builder(cfg.dataset, cfg.data_dir)
     tfds_dir.check_prepared(builder, cfg.dataset, info.stored, info.num_classes, ("train", "test"))
-    return InMemoryInput(info, load_split(builder, "train", info), load_split(builder, "test", info),
-                         cfg.seed, cfg.crop_padding, tfds_dir.provenance(builder, info))
+    train = load_split(builder, "train", info)
+    standardize = (dataset_standardization(train[0], info) if cfg.standardize == "dataset"
+                   else standardization.Standardization())
+    return InMemoryInput(info, train, load_split(builder, "test", info), cfg.seed,
+                         cfg.crop_padding, tfds_dir.provenance(builder, info), standardize)

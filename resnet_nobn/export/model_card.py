@@ -42,12 +42,15 @@ def _pct(x):
 
 
 def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, export_dir,
-               model_dir, num_params, chosen=False):
-    """The Markdown model card of an export; `chosen`: its checkpoint was asked for."""
+               model_dir, num_params, chosen=False, standardize=None):
+    """The Markdown model card of an export; `chosen`: its checkpoint was asked for;
+    `standardize`: the run's standardisation (serving.py `run_standardization`; None: the
+    per-image one), which the card states with its mean and std."""
     import keras
     import tensorflow as tf
 
     m, recipe, info = cfg.model, recipes.for_dataset(cfg.dataset), DATASETS[cfg.dataset]
+    spec = input_spec(cfg, *([standardize] if standardize else []))
     results = results or {}
     mismatch = results.get("data_mismatch")  # another dataset's images under the name
     cifar, script = info.recipe == "cifar", info.entry_point
@@ -153,7 +156,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         "",
         "## Use",
         "",
-        f"- `saved_model/`: `serving_default` takes `images`: {input_spec(cfg)[1]} (the run's "
+        f"- `saved_model/`: `serving_default` takes `images`: {spec[1]} (the run's "
         f"evaluation preprocessing, inside the graph); returns `logits` and `probabilities` "
         f"[N, {m.num_classes}] and `classes` [N, {min(TOP_K, m.num_classes)}] (top-"
         f"{min(TOP_K, m.num_classes)} indices, best first). `tf.saved_model.load` alone loads it.",

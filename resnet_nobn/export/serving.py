@@ -1,17 +1,30 @@
 """An export's serving signature: the input `serving_default` takes, with the run's evaluation
 preprocessing inside the graph, and its outputs (written by resnet_nobn/export/writer.py,
-described in the model card).
+described in the model card). The preprocessing ends with the run's own standardisation
+(`run_standardization`: per-image, or the training split's mean and std the run recorded).
 """
 from resnet_nobn.config import TrainConfig
+from resnet_nobn.data.standardization import Standardization, recorded
 from resnet_nobn.datasets import DATASETS
 
 TOP_K = 5
 
 
-def input_spec(cfg: TrainConfig):
+def run_standardization(cfg: TrainConfig, results):
+    """The standardisation run `cfg` trained with: per-image, or (--standardize=dataset) the mean
+    and std its results.json (`results`) records, else those of its training split computed again
+    (a run not evaluated yet records none; the split gives the same values)."""
+    if cfg.standardize != "dataset":
+        return Standardization()
+    from resnet_nobn.data import cifar
+    return recorded(results) or cifar.make_input(cfg).standardization
+
+
+def input_spec(cfg: TrainConfig, standardize=Standardization()):
     """(tf.TensorSpec of the serving input, its description, the evaluation preprocessing): the
     images as the dataset holds them (uint8 pixels, made the network's by the input pipeline's own
-    `to_network`; ImageNet: encoded files, decoded and cropped by its evaluation preprocessing)."""
+    `to_network`, then `standardize`d; ImageNet: encoded files, decoded and cropped by its
+    evaluation preprocessing)."""
     import tensorflow as tf
 
     from resnet_nobn.data import cifar, imagenet
@@ -23,8 +36,8 @@ def input_spec(cfg: TrainConfig):
             + ", as in training")
         return (tf.TensorSpec([None, h, w, c], tf.uint8, name="images"),
                 f"uint8 [N, {h}, {w}, {c}] {'RGB' if c == 3 else 'grey'} pixels{padded}; "
-                "per-image standardization",
-                lambda images: cifar.standardize(cifar.to_network(images, info)))
+                f"{standardize.described()}",
+                lambda images: standardize(cifar.to_network(images, info)))
 
     def preprocess(encoded):
         return tf.map_fn(lambda e: imagenet.preprocess_eval(e, size), encoded,
@@ -37,12 +50,13 @@ def input_spec(cfg: TrainConfig):
             "standard deviation", preprocess)
 
 
-def serving_archive(model, cfg: TrainConfig):
+def serving_archive(model, cfg: TrainConfig, standardize=Standardization()):
     """keras.export.ExportArchive of `model` with the `serving_default` endpoint: raw images in,
-    the run's evaluation preprocessing, then `logits`, `probabilities` and top-5 `classes`."""
+    the run's evaluation preprocessing (ending with `standardize`, `run_standardization`), then
+    `logits`, `probabilities` and top-5 `classes`."""
     import keras
     import tensorflow as tf
-    spec, _, preprocess = input_spec(cfg)
+    spec, _, preprocess = input_spec(cfg, standardize)
     k = min(TOP_K, cfg.model.num_classes)
 
     def serve(images):

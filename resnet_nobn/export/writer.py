@@ -29,7 +29,7 @@ from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError, broken_link, disk_full, first_line
 from resnet_nobn.export.files import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
 from resnet_nobn.export.model_card import model_card
-from resnet_nobn.export.serving import serving_archive
+from resnet_nobn.export.serving import run_standardization, serving_archive
 from resnet_nobn.train import rundir
 
 
@@ -207,12 +207,14 @@ def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
 
     from resnet_nobn.model.network import count_params
     names, names_from = label_names(cfg)
-    serving_archive(model, cfg).write_out(os.path.join(tmp, SAVED_MODEL), verbose=False)
+    results = rundir.read_json(os.path.join(model_dir, rundir.RESULTS)) or {}
+    standardize = run_standardization(cfg, results)
+    serving_archive(model, cfg, standardize).write_out(os.path.join(tmp, SAVED_MODEL),
+                                                       verbose=False)
     model.save(os.path.join(tmp, KERAS))
     with open(os.path.join(tmp, LABELS), "w", encoding="utf-8") as f:
         f.write("".join(f"{n}\n" for n in names))
     info = DATASETS[cfg.dataset]  # the served images: as the dataset holds them
-    results = rundir.read_json(os.path.join(model_dir, rundir.RESULTS)) or {}
     meta = dict(dataset=cfg.dataset, image_size=info.stored[0] if info.pixels else
                 cfg.model.image_size, num_classes=cfg.model.num_classes,
                 input="pixels" if info.pixels else "encoded", step=step,
@@ -224,7 +226,7 @@ def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
     with open(os.path.join(tmp, META), "w") as f:
         json.dump(meta, f, indent=2)
     card = model_card(cfg, step, skipped, note, results, names_from, export_dir, model_dir,
-                      count_params(model.trainable_variables), chosen)
+                      count_params(model.trainable_variables), chosen, standardize)
     with open(os.path.join(tmp, CARD), "w") as f:
         f.write(card)
 

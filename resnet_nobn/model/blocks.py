@@ -60,6 +60,20 @@ class ScalarBias(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="resnet_nobn")
+class ScalarGain(layers.Layer):
+    """`g x`, one trainable scalar g (init 1): `--logit_gain`, the pooled features scaled before
+    the frozen random-projection head, the like-for-like of BN's last scale (the BN twin's final
+    BN scales each feature before the pool; the paper's net has nothing there). Not weight-decayed
+    (only conv kernels are)."""
+
+    def build(self, input_shape):
+        self.gain = self.add_weight(name="gain", shape=(), initializer="ones", dtype="float32")
+
+    def call(self, x):
+        return x * keras.ops.cast(self.gain, x.dtype)
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
 class ResidualBlock(layers.Layer):
     """`shortcut(h) + second(act(first(h)))`; `shortcut` defaults to the identity.
 

@@ -40,6 +40,8 @@ One builder makes the paper's model and the ablations / the usual baseline:
                 the paper forked (`relu_leakiness=0.1` in resnet_main.py), 0 for a plain ReLU.
   head          'random': fixed seeded Gaussian projection, a non-trainable variable, so it is
                 saved in checkpoints and evaluation uses the same matrix; 'trained': a Dense layer.
+  logit_gain    a trainable scalar g (init 1) times the pooled features, just before the head
+                (`logit_gain`, blocks.py ScalarGain): BN's last scale, like for like. Off by default.
 The activation after the last block, before the global average pool, is the fork's `unit_last`
 (BN then activation there; without BN the activation remains).
 """
@@ -51,7 +53,7 @@ import tensorflow as tf
 from keras import layers
 
 from resnet_nobn.config import ModelConfig, resolve_head_seed
-from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias
+from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias, ScalarGain
 
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
@@ -216,6 +218,8 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     if fixup:  # Fixup's reference: `fc(x + bias2)`
         x = ScalarBias(name="classifier_bias")(x)
+    if cfg.logit_gain:  # one trainable scale just before the head: BN's last scale, without BN
+        x = ScalarGain(name="logit_gain")(x)
     if cfg.head == "random":
         logits = RandomProjection(cfg.num_classes, resolve_head_seed(cfg.head_seed, seed),
                                   name="head")(x)
@@ -230,7 +234,7 @@ def custom_objects():
     """The project's Keras classes a saved model.keras is made of, by their registered names: the
     `custom_objects` of `keras.saving.load_model` (docs/training.md, an export's model card)."""
     classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, GlobalBatchNorm,
-               ScalarBias)
+               ScalarBias, ScalarGain)
     return {keras.saving.get_registered_name(c): c for c in classes}
 
 

@@ -4,14 +4,16 @@ settings than the run's flags (what may change is RESUMABLE_FIELDS, resnet_nobn/
 after a divergence what diverged.json's `retry with:` line advises, read by
 resnet_nobn/train/rundir.py's `retry_flags` for the trainer and the study alike); results.json
 records each change with its step under `resume_changes`, those that followed the advice being
-`advised`. A run re-run once finished is told so at once (`finished`). Reads files only (no
-TensorFlow).
+`advised`. A run re-run once finished is told so at once (`finished`). A resumed run standardises
+its images with the mean and std its results.json records (`recorded_standardization`). Reads
+files only (no TensorFlow).
 """
 import os
 
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import RESUMABLE_FIELDS, differences
 from resnet_nobn.console import log
+from resnet_nobn.data import standardization
 from resnet_nobn.errors import UserError
 from resnet_nobn.train.lock import holder
 from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, pending_divergence, read_json,
@@ -128,3 +130,18 @@ def finished(cfg):
     return (f"{cfg.model_dir} holds this run finished: step {step} of {cfg.train_steps}, top-1 "
             f"error {said} at step {step} (results.json); nothing to train. A larger "
             "--train_steps trains on; --eval_only evaluates it again")
+
+
+def recorded_standardization(inp, model_dir, chief=True):
+    """Gives input `inp` (with --standardize=dataset) the mean and std that results.json of the
+    run in `model_dir` records, if it records any: a resumed run goes on with the values it
+    trained with (resnet_nobn/data/standardization.py). Values computed again from other data
+    than the run's are said, and replaced."""
+    used = getattr(inp, "standardization", None)
+    if used is None or used.mode != standardization.DATASET:
+        return
+    was = standardization.recorded(read_json(os.path.join(model_dir, RESULTS)))
+    if was is not None and was != used:
+        log(f"warning: the training split now gives {used.described()}; the run goes on with "
+            f"those its results.json records: {was.described()}", chief)
+        inp.standardization = was

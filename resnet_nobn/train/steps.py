@@ -122,15 +122,38 @@ def scale_scalar_gradients(grads, variables, scalars, factor):
 
 
 # What the training loop sums over its steps, in this order: cross-entropy, loss (with the weight
-# decay), top-1 hits, top-5 hits, the global gradient's norm before any bound, and 1 for each step
-# whose gradient --clip_norm or --agc changed.
-SUMS = 6
+# decay), top-1 hits, top-5 hits, the global gradient's norm before any bound, 1 for each step
+# whose gradient --clip_norm or --agc changed, and the global batch's `pooled_spread` and
+# `logit_norm` (`batch_statistics`).
+SUMS = 8
+
+
+def batch_moments(pooled, logits):
+    """This replica's sums for `batch_statistics`: [sum p, sum p^2 (per feature), sum |p|, images,
+    sum logit^2] of its pooled features p [batch, features] and logits; summed over replicas
+    they are the global batch's."""
+    p, logits = tf.cast(pooled, tf.float32), tf.cast(logits, tf.float32)
+    return tf.concat([tf.reduce_sum(p, 0), tf.reduce_sum(tf.square(p), 0), tf.stack([
+        tf.reduce_sum(tf.abs(p)), tf.cast(tf.shape(p)[0], tf.float32),
+        tf.reduce_sum(tf.square(logits))])], 0)
+
+
+def batch_statistics(moments, num_classes):
+    """(pooled_spread, logit_norm) of a batch from its `batch_moments`: the between-image standard
+    deviation of each pooled feature over the batch, averaged over features, divided by the mean
+    magnitude mean |p| of the pooled features; the root-mean-square logit."""
+    features = (moments.shape[0] - 3) // 2
+    total, squares = moments[:features], moments[features:2 * features]
+    magnitude, n, logit_squares = moments[-3], moments[-2], moments[-1]
+    variance = tf.maximum(squares / n - tf.square(total / n), 0.0)
+    spread = tf.math.divide_no_nan(tf.reduce_mean(tf.sqrt(variance)), magnitude / (n * features))
+    return spread, tf.sqrt(logit_squares / (n * num_classes))
 
 
 def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     """The compiled training loop: `train_loop(iterator, n)` runs n steps on the device and
     returns the sums over them of the `SUMS` values (cross-entropy, loss, top-1 hits, top-5 hits,
-    the gradient's norm, the steps a bound changed).
+    the gradient's norm, the steps a bound changed, `pooled_spread`, `logit_norm`).
 
     As in TF Model Garden's Orbit: the `tf.range` loop around `strategy.run` is one
     tf.function; each replica adds its step's values to its own slot of an on-read summed
@@ -139,13 +162,18 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     several replicas, only the forward and backward pass (the update all-reduces).
     With --max_branch_norm=tau > 0, every step ends, in cross-replica context (the same on every
     replica), with the projection of resnet_nobn/model/lipschitz.py: no block's bound exceeds tau.
+    The step runs `model`'s layers through a second Keras model that also outputs the `pool`
+    layer's features (for `batch_statistics`; `model` itself stays logits-only): the same
+    computation, the same weights. Their sums travel in the gradient's all-reduce.
     """
     global_batch = cfg.batch_size
     variables = model.trainable_variables
     kernels = model_lib.conv_kernels(model)
     scalars = model_lib.scalar_parameters(model)
     whole_step_xla = cfg.xla and strategy.num_replicas_in_sync == 1
+    num_classes = model.output.shape[-1]
     with strategy.scope():
+        with_pool = keras.Model(model.inputs, [model.output, model.get_layer("pool").output])
         sums = tf.Variable(tf.zeros([SUMS]), trainable=False, name="loop_sums",
                            synchronization=tf.VariableSynchronization.ON_READ,
                            aggregation=tf.VariableAggregation.SUM)
@@ -154,7 +182,8 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
 
     def gradients(images, labels):
         with tf.GradientTape() as tape:
-            logits = tf.cast(model(images, training=True), tf.float32)
+            logits, pooled = with_pool(images, training=True)
+            logits = tf.cast(logits, tf.float32)
             per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
             cross_entropy = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             decay = cfg.weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(k, tf.float32))
@@ -164,7 +193,8 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         grads = tape.gradient(scaled, variables)
         top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32)
         top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, logits.shape[-1])), tf.float32)
-        return grads, tf.stack([cross_entropy, loss, tf.reduce_sum(top1), tf.reduce_sum(top5)])
+        return grads, tf.stack([cross_entropy, loss, tf.reduce_sum(top1), tf.reduce_sum(top5)]), \
+            batch_moments(pooled, logits)
 
     if cfg.xla and not whole_step_xla:
         # Compiled on its own only then: a nested tf.function cannot hold the all-reduce
@@ -172,9 +202,10 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         gradients = tf.function(gradients, jit_compile=True)
 
     def step_fn(images, labels):
-        grads, values = gradients(images, labels)
+        grads, values, moments = gradients(images, labels)
         loss_scale = getattr(optimizer, "dynamic_scale", 1.0)
-        total, replicas = global_gradient(grads)
+        total, replicas = global_gradient(list(grads) + [moments])  # one all-reduce
+        total, moments = total[:-1], total[-1]
         norm = tf.linalg.global_norm(total)  # before any bound, as the loss scale carries it
         bound = tf.constant(False)
         if cfg.clip_norm > 0 or cfg.agc > 0:
@@ -183,7 +214,9 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         # gives Keras, which sums the replicas' gradients itself, its share of the global one
         grads = [g / replicas for g in total] if replicas > 1 else total
         values = tf.concat([values, tf.stack([norm / tf.cast(loss_scale, tf.float32),
-                                              tf.cast(bound, tf.float32)]) / replicas], 0)
+                                              tf.cast(bound, tf.float32),
+                                              *batch_statistics(moments, num_classes)]) / replicas],
+                           0)
         if cfg.scalar_lr_factor != 1:
             grads = scale_scalar_gradients(grads, variables, scalars, cfg.scalar_lr_factor)
         optimizer.apply_gradients(zip(grads, variables))

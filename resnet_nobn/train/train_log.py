@@ -1,7 +1,9 @@
 """The run's training log: at every log step, the means since the last one of the loss, the rate
-and the global norm of the gradient before any clip or AGC, and with a clip or AGC the fraction
-of those steps it changed. results.json keeps it (`train_history`, and the whole run's fraction);
-TensorBoard and the progress line show it."""
+and the global norm of the gradient before any clip or AGC, with a clip or AGC the fraction of
+those steps it changed, and the global batch's `pooled_spread` and `logit_norm` (how much the
+pooled features differ between images, relative to their size; the root-mean-square logit:
+resnet_nobn/train/steps.py `batch_statistics`). results.json keeps it (`train_history`, and the
+whole run's fraction); TensorBoard shows it, the progress line its gradient."""
 import math
 
 HISTORY = "train_history"
@@ -24,9 +26,10 @@ class TrainLog:
         """Records the means over the `steps` steps before `step` of the training loop's sums
         (resnet_nobn/train/steps.py `SUMS`); returns ({TensorBoard tag: value} of its gradient,
         the progress line's part: `|grad| 0.842`, with a bound `|grad| 3.1 (bound 12% of
-        steps)`)."""
-        cross_entropy, loss, _, _, grad_norm, bound = (float(m) for m in means)
-        gradient = {"grad_norm": grad_norm, **({BOUND: bound} if self.bounded else {})}
+        steps)`), the tags `pooled_spread` and `logit_norm` too."""
+        cross_entropy, loss, _, _, grad_norm, bound, spread, logit_norm = (float(m) for m in means)
+        gradient = {"grad_norm": grad_norm, **({BOUND: bound} if self.bounded else {}),
+                    "pooled_spread": spread, "logit_norm": logit_norm}
         self.entries.append(dict(step=step, steps=steps, loss=loss, cross_entropy=cross_entropy,
                                  learning_rate=learning_rate, **gradient))
         return gradient, f"|grad| {grad_norm:.3g}" + (

@@ -17,6 +17,7 @@ import tensorflow as tf
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import hms, log
 from resnet_nobn.data import inputs
+from resnet_nobn.data.standardization import DATASET, RECORD
 from resnet_nobn.errors import UserError
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.train import (checkpoints, cluster, failures, lock, monitor, multiworker,
@@ -54,6 +55,7 @@ class Trainer:
         log(description, self.chief)
         check_memory(cfg, replicas)
         self.input = inputs.make_input(cfg)
+        resume.recorded_standardization(self.input, cfg.model_dir, self.chief)
         self.mismatch = getattr(self.input, "mismatch", None)  # another dataset under the name
         if self.mismatch:
             log(f"warning: {self.mismatch}; recorded as data_mismatch in results.json", self.chief)
@@ -159,6 +161,8 @@ class Trainer:
             **({"data_mismatch": self.mismatch} if self.mismatch else {}),
             **({"image_folder": dict(getattr(self.input, "folder", None) or {},  # its classes
                                      class_names=list(cfg.class_names))} if cfg.class_names else {}),
+            **({RECORD: std.record()} if (std := getattr(self.input, "standardization", None))
+               and std.mode == DATASET else {}),
             "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
             rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
             "config": recorded,
