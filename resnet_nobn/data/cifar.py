@@ -81,7 +81,7 @@ def standardize(image):
 def dataset_standardization(images, info: DatasetInfo, chunk=4096):
     """`--standardize=dataset`'s mean and std of uint8 `images` as the dataset stores them, over
     the images as the network takes them (`to_network`)."""
-    return standardization.of_batches(to_network(images[i:i + chunk], info).numpy()
+    return standardization.of_batches(np.asarray(to_network(images[i:i + chunk], info))
                                       for i in range(0, len(images), chunk))
 
 

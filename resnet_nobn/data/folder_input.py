@@ -16,6 +16,7 @@ import numpy as np
 
 from resnet_nobn import image_folder
 from resnet_nobn.config import TrainConfig
+from resnet_nobn.data import cifar, standardization
 from resnet_nobn.data.cifar import InMemoryInput
 from resnet_nobn.data.images import decode_pixels, read_file, resized
 from resnet_nobn.datasets import DATASETS
@@ -50,7 +51,9 @@ def make_input(cfg: TrainConfig):
                         f"({', '.join(names)}) are not the run's ({', '.join(cfg.class_names)}); "
                         "give the folder the run was started with, or a new --model_dir")
     train, test = (read_split(files[split], info.image_size) for split in image_folder.SPLITS)
-    inp = InMemoryInput(info, train, test, cfg.seed, cfg.crop_padding)
+    standardize = (cifar.dataset_standardization(train[0], info) if cfg.standardize == "dataset"
+                   else standardization.Standardization())
+    inp = InMemoryInput(info, train, test, cfg.seed, cfg.crop_padding, standardize=standardize)
     inp.folder = dict(root=os.path.abspath(cfg.data_dir), train_images=len(train[1]),
                       test_images=len(test[1]))
     return inp

@@ -157,3 +157,18 @@ def test_each_bad_folder_is_one_line_and_nothing_is_written(tmp_path, case):
     assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), p.stderr
     assert said in lines[0], lines[0]
     assert not run.exists()
+
+
+def test_a_folder_standardized_by_its_own_mean_and_std(tmp_path):
+    """`--standardize=dataset` on a folder: the mean and std of its training images, by hand."""
+    from resnet_nobn.config import ModelConfig, TrainConfig
+    from resnet_nobn.data import folder_input
+    root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(4, 1))
+    cfg = TrainConfig(ModelConfig(num_classes=2), dataset="image_folder", data_dir=root,
+                      class_names=("a", "b"), standardize="dataset")
+    std = folder_input.make_input(cfg).standardization
+    images = folder_input.read_split(
+        [(os.path.join(root, "train", c, f"{i}.{'png' if i % 2 else 'jpeg'}"), 0)
+         for c in "ab" for i in range(4)], 32)[0].astype(np.float64)
+    np.testing.assert_allclose(std.mean, images.mean(axis=(0, 1, 2)), rtol=1e-9)
+    np.testing.assert_allclose(std.std, images.std(axis=(0, 1, 2)), rtol=1e-9)

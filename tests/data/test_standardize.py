@@ -110,3 +110,15 @@ def test_a_run_records_its_values_resumes_with_them_and_its_export_serves_them(f
     card = (export / "model_card.md").read_text()
     assert "mean (10, 20, 30)" in card and f"{want.std[0]:.10g}" in card, card
     assert "--standardize=dataset" in card
+
+
+def test_dataset_mean_and_std_of_images_stored_as_the_network_takes_them():
+    """CIFAR's 32x32x3 images pass `to_network` unchanged (numpy in, numpy out): their mean and
+    standard deviation per channel, by hand."""
+    import numpy as np
+    from resnet_nobn.data.cifar import dataset_standardization
+    from resnet_nobn.datasets import DATASETS
+    images = np.random.default_rng(0).integers(0, 256, (5, 32, 32, 3), dtype=np.uint8)
+    std = dataset_standardization(images, DATASETS["cifar10"])
+    np.testing.assert_allclose(std.mean, images.mean(axis=(0, 1, 2)), rtol=1e-12)
+    np.testing.assert_allclose(std.std, images.std(axis=(0, 1, 2)), rtol=1e-12)
