@@ -1,13 +1,12 @@
-"""The BN twin's synchronized batch normalization, a tf.distribute feature: it needs the
-TensorFlow backend.
+"""The BN twin's batch normalization over the global batch, a tf.distribute feature: its global
+statistics need the TensorFlow backend.
 
-The network module (network.py) imports this module only when it builds norm='batch' on the
-TensorFlow backend, so the paper's network (norm='none') builds without TensorFlow. Under another
-Keras backend norm='batch' builds Keras' own `BatchNormalization` instead (`batch_norm_layer` in
-network.py; docs/backends.md).
+The layer itself is backend-neutral, so the BN twin builds, loads and runs on every Keras
+backend with the same layer names and weight files (Keras names a weight file's entries by the
+layer's class): TensorFlow is imported only when the layer computes its statistics on the
+TensorFlow backend. On another backend it is Keras' `BatchNormalization` (docs/backends.md).
 """
 import keras
-import tensorflow as tf
 from keras import layers
 
 from resnet_nobn.config import ModelConfig
@@ -16,8 +15,9 @@ from resnet_nobn.config import ModelConfig
 @keras.saving.register_keras_serializable(package="resnet_nobn")
 class GlobalBatchNorm(layers.BatchNormalization):
     """The BN twin's batch normalization: in training, the mean and variance of the *global* batch,
-    over every replica and worker, so N replicas normalize as one device does. TensorFlow backend
-    only (it all-reduces through tf.distribute's replica context).
+    over every replica and worker, so N replicas normalize as one device does. The TensorFlow
+    backend only (tf.distribute's replica context); on another backend, Keras' own moments of the
+    batch the layer is given (one-pass variance, so float rounding from the fork's).
 
     The values are the fork's (`tf.nn.moments`: the mean, then the mean squared deviation from
     it); several replicas all-reduce the sums of that two-pass computation (two all-reduces per
@@ -33,6 +33,10 @@ class GlobalBatchNorm(layers.BatchNormalization):
         super().__init__(momentum=momentum, epsilon=epsilon, **kwargs)
 
     def _moments(self, inputs, mask):
+        if keras.backend.backend() != "tensorflow":
+            return super()._moments(inputs, mask)
+        import tensorflow as tf  # here only: the network needs no TensorFlow on other backends
+
         axes = self._reduction_axes
         ctx = tf.distribute.get_replica_context()
         replicas = ctx.num_replicas_in_sync if ctx is not None else 1

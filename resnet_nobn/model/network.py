@@ -16,8 +16,8 @@ One builder makes the paper's model and the ablations / the usual baseline:
                 as there, the first block of stage 1 activates its input before both shortcut
                 and branch (`activate_before_residual`: `a + C2(act(BN(C1 a)))`, a = act(BN x)),
                 and BN has decay 0.9 and epsilon 0.001. Its statistics are the global batch's
-                on any number of replicas (GlobalBatchNorm, TensorFlow backend only: see
-                `batch_norm_layer` for the others), so 2 GPUs train the 1-GPU twin.
+                on any number of replicas (GlobalBatchNorm, global_batch_norm.py: TensorFlow
+                backend only), so 2 GPUs train the 1-GPU twin.
   init          residual convs N(0, sigma^2) with sigma = 1/(k^2 c) ('identity', the paper's),
                 1/(k sqrt c) ('standard', the usual one the paper contrasts with), or
                 sqrt(2/(k^2 c)) ('he', He et al. 2015, used by the BN baseline);
@@ -54,6 +54,7 @@ from keras import ops
 
 from resnet_nobn.config import ModelConfig, resolve_head_seed
 from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias
+from resnet_nobn.model.global_batch_norm import GlobalBatchNorm
 
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
@@ -145,7 +146,8 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
     batch_norm = cfg.norm == "batch"
 
     def bn(name):
-        return batch_norm_layer(cfg, name) if batch_norm else None
+        return (GlobalBatchNorm(momentum=cfg.bn_momentum, epsilon=cfg.bn_epsilon, name=name)
+                if batch_norm else None)
 
     inputs = keras.Input((cfg.image_size, cfg.image_size, 3), name="images")
     stem_std = math.sqrt(2.0 / (cfg.stem_kernel ** 2 * cfg.stem_width))  # a standard conv: He init
@@ -193,33 +195,12 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
     return keras.Model(inputs, logits, name="resnet_nobn" if not batch_norm else "resnet_bn")
 
 
-def batch_norm_layer(cfg: ModelConfig, name):
-    """The BN twin's normalization, with `cfg`'s decay and epsilon. On the TensorFlow backend
-    GlobalBatchNorm (global_batch_norm.py, imported here, so only norm='batch' loads TensorFlow):
-    the global batch's statistics over tf.distribute replicas. On another backend Keras'
-    BatchNormalization, with the same weights: the fork's BN on one device up to float rounding,
-    but its own moments, not the fork's two-pass (docs/backends.md)."""
-    if keras.backend.backend() == "tensorflow":
-        from resnet_nobn.model.global_batch_norm import GlobalBatchNorm
-        return GlobalBatchNorm(momentum=cfg.bn_momentum, epsilon=cfg.bn_epsilon, name=name)
-    return layers.BatchNormalization(momentum=cfg.bn_momentum, epsilon=cfg.bn_epsilon, name=name)
-
-
-GLOBAL_BATCH_NORM = "resnet_nobn>GlobalBatchNorm"  # its registered name, without importing it
-
-
 def custom_objects():
     """The project's Keras classes a saved model.keras is made of, by their registered names: the
-    `custom_objects` of `keras.saving.load_model` (docs/training.md, an export's model card).
-    Off the TensorFlow backend a BN twin's GlobalBatchNorm loads as Keras' BatchNormalization,
-    as `batch_norm_layer` builds it there."""
-    classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, ScalarBias)
-    objects = {keras.saving.get_registered_name(c): c for c in classes}
-    objects[GLOBAL_BATCH_NORM] = layers.BatchNormalization
-    if keras.backend.backend() == "tensorflow":
-        from resnet_nobn.model.global_batch_norm import GlobalBatchNorm
-        objects[GLOBAL_BATCH_NORM] = GlobalBatchNorm
-    return objects
+    `custom_objects` of `keras.saving.load_model` (docs/training.md, an export's model card)."""
+    classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, GlobalBatchNorm,
+               ScalarBias)
+    return {keras.saving.get_registered_name(c): c for c in classes}
 
 
 def conv_kernels(model):
