@@ -17,7 +17,7 @@ class GlobalBatchNorm(layers.BatchNormalization):
     """The BN twin's batch normalization: in training, the mean and variance of the *global* batch,
     over every replica and worker, so N replicas normalize as one device does. The TensorFlow
     backend only (tf.distribute's replica context); on another backend, Keras' own moments of the
-    batch the layer is given (one-pass variance, so float rounding from the fork's).
+    batch the layer is given (on JAX `jnp.mean` and `jnp.var`: the fork's two passes).
 
     The values are the fork's (`tf.nn.moments`: the mean, then the mean squared deviation from
     it); several replicas all-reduce the sums of that two-pass computation (two all-reduces per

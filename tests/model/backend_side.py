@@ -30,6 +30,11 @@ def describe(model):
             "params": model.count_params()}
 
 
+def logits(model, x):
+    """The model's inference logits of `x`, as lists (any backend's tensor)."""
+    return keras.ops.convert_to_numpy(model(x, training=False)).tolist()
+
+
 def fit_losses(model, x, labels, steps):
     """`steps` steps of `fit` (SGD with momentum, the paper's 0.9) on the one batch (x, labels)."""
     model.compile(optimizer=keras.optimizers.SGD(LEARNING_RATE, momentum=0.9),
@@ -48,14 +53,14 @@ def main(where):
                              for k, v in case["config"].items()})
         model = network.build_model(cfg, seed=case["seed"])
         model.load_weights(os.path.join(where, case["name"] + ".weights.h5"))
-        result = {**describe(model), "logits": np.asarray(model(x, training=False)).tolist()}
+        result = {**describe(model), "logits": logits(model, x)}
         if case.get("fit"):
             result["losses"] = fit_losses(model, x, labels, case["fit"])
         out["cases"][case["name"]] = result
     saved = os.path.join(where, "bn.keras")
     if os.path.exists(saved):
         model = keras.saving.load_model(saved, custom_objects=network.custom_objects())
-        out["bn_keras_logits"] = np.asarray(model(x, training=False)).tolist()
+        out["bn_keras_logits"] = logits(model, x)
     out["tensorflow_imported"] = "tensorflow" in sys.modules
     print(json.dumps(out))
 
