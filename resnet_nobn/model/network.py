@@ -16,7 +16,8 @@ One builder makes the paper's model and the ablations / the usual baseline:
                 as there, the first block of stage 1 activates its input before both shortcut
                 and branch (`activate_before_residual`: `a + C2(act(BN(C1 a)))`, a = act(BN x)),
                 and BN has decay 0.9 and epsilon 0.001. Its statistics are the global batch's
-                on any number of replicas (GlobalBatchNorm), so 2 GPUs train the 1-GPU twin.
+                on any number of replicas (GlobalBatchNorm, global_batch_norm.py: TensorFlow
+                backend only), so 2 GPUs train the 1-GPU twin.
   init          residual convs N(0, sigma^2) with sigma = 1/(k^2 c) ('identity', the paper's),
                 1/(k sqrt c) ('standard', the usual one the paper contrasts with), or
                 sqrt(2/(k^2 c)) ('he', He et al. 2015, used by the BN baseline);
@@ -44,16 +45,21 @@ One builder makes the paper's model and the ablations / the usual baseline:
                 (`logit_gain`, blocks.py ScalarGain): BN's last scale, like for like. Off by default.
 The activation after the last block, before the global average pool, is the fork's `unit_last`
 (BN then activation there; without BN the activation remains).
+
+The layers are written with `keras.ops`, so the network builds, runs and trains under any Keras
+backend (JAX, TensorFlow, PyTorch) with the same layer names and weights; only the BN twin's
+GlobalBatchNorm needs TensorFlow (docs/backends.md).
 """
 import math
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import layers
+from keras import ops
 
 from resnet_nobn.config import ModelConfig, resolve_head_seed
 from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias, ScalarGain
+from resnet_nobn.model.global_batch_norm import GlobalBatchNorm
 
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
@@ -93,10 +99,11 @@ class PoolPadShortcut(layers.Layer):
 
     def call(self, x):
         if self.stride > 1:
-            x = tf.nn.avg_pool2d(x, self.stride, self.stride, "VALID")
+            x = ops.average_pool(x, self.stride, strides=self.stride, padding="valid",
+                                 data_format="channels_last")
         extra = self.out_channels - self.in_channels
         if extra:
-            x = tf.pad(x, [[0, 0], [0, 0], [0, 0], [extra // 2, extra - extra // 2]])
+            x = ops.pad(x, [[0, 0], [0, 0], [0, 0], [extra // 2, extra - extra // 2]])
         return x
 
     def get_config(self):
@@ -125,48 +132,13 @@ class RandomProjection(layers.Layer):
             initializer=keras.initializers.Constant(value), trainable=False)
 
     def call(self, x):
-        return tf.matmul(tf.cast(x, tf.float32), self.projection)
+        return ops.matmul(ops.cast(x, "float32"), self.projection)
 
     def get_config(self):
         """Without the dtype (always float32): a loaded head is the same layer; its matrix is
         loaded with the weights, not drawn again."""
         config = {k: v for k, v in super().get_config().items() if k != "dtype"}
         return {**config, "num_classes": self.num_classes, "seed": self.seed}
-
-
-@keras.saving.register_keras_serializable(package="resnet_nobn")
-class GlobalBatchNorm(layers.BatchNormalization):
-    """The BN twin's batch normalization: in training, the mean and variance of the *global* batch,
-    over every replica and worker, so N replicas normalize as one device does.
-
-    The values are the fork's (`tf.nn.moments`: the mean, then the mean squared deviation from
-    it); several replicas all-reduce the sums of that two-pass computation (two all-reduces per
-    layer and step), and the gradient flows through both passes. Keras' `synchronized=True`
-    (E[x^2] - E[x]^2), like a two-pass that stops the gradient at the mean as `tf.nn.moments`
-    does, left 2 mirrored replicas 3e-5 (absolute) from one device after 5 steps of the test net
-    at learning rate 0.05; this agrees to 1e-4 relative (tests/train/test_replicas.py).
-    Decay and epsilon: the fork's `_batch_norm` (moving averages `m <- 0.9 m + 0.1 batch`,
-    epsilon 0.001), ModelConfig's bn_momentum and bn_epsilon.
-    """
-
-    def __init__(self, momentum=ModelConfig.bn_momentum, epsilon=ModelConfig.bn_epsilon, **kwargs):
-        super().__init__(momentum=momentum, epsilon=epsilon, **kwargs)
-
-    def _moments(self, inputs, mask):
-        axes = self._reduction_axes
-        ctx = tf.distribute.get_replica_context()
-        replicas = ctx.num_replicas_in_sync if ctx is not None else 1
-
-        def total(t):
-            return ctx.all_reduce("SUM", t) if replicas > 1 else t
-
-        local_sum = tf.reduce_sum(inputs, axes)
-        count = tf.cast(tf.reduce_prod(tf.gather(tf.shape(inputs), axes)), inputs.dtype)
-        sum_and_count = total(tf.concat([local_sum, count[None]], 0))
-        n = sum_and_count[-1]
-        mean = sum_and_count[:-1] / n
-        deviation = tf.math.squared_difference(inputs, mean)
-        return mean, total(tf.reduce_sum(deviation, axes)) / n
 
 
 def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
