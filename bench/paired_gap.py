@@ -1,0 +1,103 @@
+"""The test-error gap between two networks with its 95% interval, paired image by image on the
+shared test split (docs/stability.md).
+
+Each side is one or more finished runs (one per seed, in the same seed order on both sides). Every
+run's final usable checkpoint is restored as an export restores it and evaluated on the whole test
+split, with the run's own standardisation; for each test image i, e_A(i) and e_B(i) are the
+fractions of that side's seeds that get it wrong. The gap is the mean of d(i) = e_A(i) - e_B(i)
+over the images, and its interval the paired Student t interval over the images: what the choice
+of test images leaves uncertain, for these seeds. With two or more seeds on each side the
+per-seed gaps and their t interval over seeds are printed too.
+
+    python bench/paired_gap.py --a=/runs/clip_s3,/runs/clip_s5 --b=/runs/bn_s3,/runs/bn_s5 \
+        --data_dir=/tmp/fmnist --json=/tmp/gap.json
+"""
+import json
+import os
+import sys
+
+import numpy as np
+from absl import app, flags
+from scipy import stats
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+flags.DEFINE_list("a", None, "Side A: model_dirs of finished runs, one per seed.")
+flags.DEFINE_list("b", None, "Side B: model_dirs of finished runs, in the same seed order as --a.")
+flags.DEFINE_string("data_dir", None, "tfds data directory of the runs' dataset (default: each "
+                    "run's own --data_dir).")
+flags.DEFINE_string("json", None, "Also write the figures to this JSON file.")
+flags.DEFINE_float("level", 0.95, "Confidence level of the intervals.")
+
+
+def paired_interval(wrong_a, wrong_b, level=0.95):
+    """(gap, low, high): the mean over images of d = mean_seeds(wrong_a) - mean_seeds(wrong_b),
+    and the paired Student t interval over the images. `wrong_*`: (seeds, images) arrays of 0/1
+    (1: that seed's network gets that image wrong); the same images in the same order."""
+    d = np.mean(wrong_a, axis=0, dtype=np.float64) - np.mean(wrong_b, axis=0, dtype=np.float64)
+    n = d.size
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * np.std(d, ddof=1) / np.sqrt(n)
+    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
+
+
+def seed_interval(errors_a, errors_b, level=0.95):
+    """(gap, low, high) over seeds: the per-seed differences of test error, Student t; None with
+    fewer than two seeds."""
+    d = np.asarray(errors_a) - np.asarray(errors_b)
+    if d.size < 2:
+        return None
+    half = stats.t.ppf(0.5 + level / 2, d.size - 1) * np.std(d, ddof=1) / np.sqrt(d.size)
+    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
+
+
+def wrong_on_test(model_dir, data_dir=None, batch=500):
+    """(0/1 array over the test split, the step evaluated): which test images the run's final
+    usable checkpoint gets wrong (top-1)."""
+    import dataclasses
+
+    import tensorflow as tf
+
+    from resnet_nobn.data import inputs
+    from resnet_nobn.export import writer
+    cfg = writer._config(model_dir)
+    if data_dir:
+        cfg = dataclasses.replace(cfg, data_dir=data_dir)
+    model, step, _, _ = writer.restore(cfg, model_dir)
+    inp = inputs.make_input(cfg)
+    wrong = []
+    for images, labels, weights in inp.eval_dataset(tf.distribute.InputContext(), batch):
+        logits = model(images, training=False)
+        miss = tf.cast(tf.argmax(logits, -1, output_type=tf.int32) != labels, tf.float32)
+        wrong.append(miss.numpy()[weights.numpy() > 0])
+    return np.concatenate(wrong), step
+
+
+def main(argv):
+    del argv
+    if not FLAGS.a or not FLAGS.b or len(FLAGS.a) != len(FLAGS.b):
+        sys.exit("error: give --a and --b, the same number of runs on each side (one per seed)")
+    sides = {}
+    for side, dirs in (("a", FLAGS.a), ("b", FLAGS.b)):
+        runs = [wrong_on_test(d, FLAGS.data_dir) for d in dirs]
+        sides[side] = np.stack([w for w, _ in runs])
+        for d, (w, step) in zip(dirs, runs):
+            print(f"{side}: {d} at step {step}: {100 * w.mean():.2f}% top-1 error "
+                  f"({w.size} images)")
+    gap = paired_interval(sides["a"], sides["b"], FLAGS.level)
+    per_seed = seed_interval(sides["a"].mean(1), sides["b"].mean(1), FLAGS.level)
+    pct = lambda g: f"{100 * g[0]:+.2f} points [{100 * g[1]:+.2f}, {100 * g[2]:+.2f}]"
+    print(f"A - B, paired by image ({sides['a'].shape[1]} images, {len(FLAGS.a)} seeds a side): "
+          f"{pct(gap)} ({FLAGS.level:.0%} interval)")
+    if per_seed:
+        print(f"A - B over seeds: {pct(per_seed)}")
+    if FLAGS.json:
+        with open(FLAGS.json, "w") as f:
+            json.dump({"a": FLAGS.a, "b": FLAGS.b, "level": FLAGS.level,
+                       "error_a": sides["a"].mean(1).tolist(), "error_b": sides["b"].mean(1).tolist(),
+                       "paired_by_image": gap, "over_seeds": per_seed}, f, indent=1)
+
+
+FLAGS = flags.FLAGS
+
+if __name__ == "__main__":
+    app.run(main)
