@@ -102,6 +102,8 @@ def build_study():
     from resnet_nobn.config import HEADS, INITS, NORMS
     if FLAGS["model_dir"].present:
         raise UserError("--model_dir is set per run by the study; use --root")
+    if not FLAGS.root.strip():
+        raise UserError("--root is empty; give the directory of the study (e.g. --root=/tmp/study)")
     if broken_link(FLAGS.root, "--root"):
         raise UserError(broken_link(FLAGS.root, "--root"))
     if os.path.exists(FLAGS.root) and not os.path.isdir(FLAGS.root):
