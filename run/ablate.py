@@ -13,7 +13,9 @@ checkpoint, so re-running the same command continues the study. A run that diver
 its `retry with:` flags; with --follow_retry_advice it continues once with them. `tensorboard --logdir ROOT` compares the runs (HParams tab); `python run/report.py
 --root=ROOT` prints the table. With --print_commands, nothing runs: one shell command per run
 the study would launch now is printed, to submit as one cluster job each (stderr says why each
-other one is not). `--helpfull` lists the base flags.
+other one is not). While it trains, a line per running run (its step, last loss, time left) and
+one for the study come every --progress_every seconds; --progress prints them once, for the jobs
+of --print_commands. `--helpfull` lists the base flags.
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 
