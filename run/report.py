@@ -11,7 +11,8 @@ and went on with its `retry with:` flags (run/ablate.py --follow_retry_advice) s
 configuration's row, marked ‡, with the step where it diverged and those flags below the table.
 Also writes the table to ROOT/report.md and, per configuration, panels of the training loss,
 the test error and the largest block norm against steps (each seed thin, the mean bold, the
-learning-rate drops dotted) to ROOT/report.png (or --out_md / --out_png). Needs no TensorFlow; works while the study is still running.
+learning-rate drops dotted) to ROOT/report.png (or --out_md / --out_png). Needs no TensorFlow;
+works while the study is still running.
 """
 import os
 import sys
