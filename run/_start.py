@@ -1,8 +1,11 @@
 """What every entry point under run/ does first, before absl or TensorFlow loads: the repository
-on sys.path, TensorFlow's C++ start-up lines silenced, Ctrl-C while the modules load said in
-one line with exit status 130 (cli.main_wrapper takes over once the flags are parsed), and an
-address-space limit (`ulimit -v`) too small for TensorFlow said in one line (exit status 2)
-instead of TensorFlow's abort ("Fatal Python error" and a C stack dump) or ImportError."""
+on sys.path, TensorFlow's C++ log silenced up to its ERROR lines (TF_CPP_MIN_LOG_LEVEL=3 unless
+the user sets it: the project says each failure in its own `error:` line, and a worker that dies
+or hangs would otherwise have its peers print TensorFlow's abort lines before it), Ctrl-C while
+the modules load said in one line with exit status 130 (cli.main_wrapper takes over once the
+flags are parsed), and an address-space limit (`ulimit -v`) too small for TensorFlow said in one
+line (exit status 2) instead of TensorFlow's abort ("Fatal Python error" and a C stack dump) or
+ImportError."""
 import os
 import resource
 import signal
@@ -16,7 +19,7 @@ MIN_ADDRESS_SPACE_KIB = 3_000_000
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
 
 _limit = resource.getrlimit(resource.RLIMIT_AS)[0]

@@ -13,7 +13,9 @@ checkpoint, so re-running the same command continues the study. A run that diver
 its `retry with:` flags; with --follow_retry_advice it continues once with them. `tensorboard --logdir ROOT` compares the runs (HParams tab); `python run/report.py
 --root=ROOT` prints the table. With --print_commands, nothing runs: one shell command per run
 the study would launch now is printed, to submit as one cluster job each (stderr says why each
-other one is not). `--helpfull` lists the base flags.
+other one is not). While it trains, a line per running run (its step, last loss, time left) and
+one for the study come every --progress_every seconds; --progress prints them once, for the jobs
+of --print_commands. `--helpfull` lists the base flags.
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 
@@ -21,11 +23,12 @@ import importlib.util
 import os
 import shlex
 import sys
+import threading
 
 from absl import flags, logging
 
 from resnet_nobn.datasets import DATASETS
-from resnet_nobn.study import grid, hparams, launcher
+from resnet_nobn.study import grid, hparams, launcher, progress
 
 REPO = _start.REPO
 
@@ -83,6 +86,12 @@ flags.DEFINE_bool("print_commands", False, "Print one command per run the study 
                   "now (for one cluster job each; a diverged or failed run only with "
                   "--follow_retry_advice or --retry_failed) and exit, instead of running them "
                   "here one after another.")
+flags.DEFINE_float("progress_every", progress.PERIOD_S, "While the study trains, print each "
+                   "running run's step, last loss and time left, and the study's time left, every "
+                   "this many seconds (0: never).", lower_bound=0)
+flags.DEFINE_bool("progress", False, "Print those lines once, for every run begun and not "
+                  "finished (e.g. those a cluster runs after --print_commands), from the runs' "
+                  "train.log and results.json, and exit; nothing runs, nothing is written.")
 flags.mark_flag_as_required("root")
 FLAGS = flags.FLAGS
 
@@ -102,6 +111,8 @@ def build_study():
     from resnet_nobn.config import HEADS, INITS, NORMS
     if FLAGS["model_dir"].present:
         raise UserError("--model_dir is set per run by the study; use --root")
+    if not FLAGS.root.strip():
+        raise UserError("--root is empty; give the directory of the study (e.g. --root=/tmp/study)")
     if broken_link(FLAGS.root, "--root"):
         raise UserError(broken_link(FLAGS.root, "--root"))
     if os.path.exists(FLAGS.root) and not os.path.isdir(FLAGS.root):
@@ -135,6 +146,13 @@ def build_study():
 
 def run():
     configs, base_args = build_study()
+    if FLAGS.progress and FLAGS.print_commands:
+        raise UserError("--progress and --print_commands: give one (--progress reads the runs "
+                        "that --print_commands' jobs train)")
+    if FLAGS.progress:  # a reading of the runs' files; the study's root is not checked nor claimed
+        for line in progress.lines(configs, FLAGS.root, every=True):
+            print(line)
+        return
     varied = [k for k in grid.OPTIONAL if FLAGS[f"vary_{k}"].value]  # named in the run dirs
     try:
         for cfg in configs:
@@ -166,10 +184,10 @@ def run():
                                       "--root") or f"cannot write the study in --root={FLAGS.root}: "
                         f"{first_line(e)}") from None
     print(f"study: {len(configs)} runs under {FLAGS.root}", flush=True)
-    states = launcher.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
-                             retry_failed=FLAGS.retry_failed,
-                             follow_advice=FLAGS.follow_retry_advice,
-                             log=lambda m: print(m, flush=True))
+    with progress.Ticker(configs, FLAGS.root, _say, FLAGS.progress_every):
+        states = launcher.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
+                                    retry_failed=FLAGS.retry_failed,
+                                    follow_advice=FLAGS.follow_retry_advice, log=_say)
     by_state = {}
     for d, s in states.items():
         by_state.setdefault(s, []).append(d)
@@ -186,6 +204,16 @@ def run():
     if running:
         raise UserError(f"{len(running)} run(s) are being trained by another process (e.g. "
                         f"{running[0]}); re-run this command once it ends to finish the study")
+
+
+_SAY = threading.Lock()
+
+
+def _say(line):
+    """One line to stdout, whole: the study's and the progress thread's lines never interleave."""
+    with _SAY:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _unfinished(dirs, state):

@@ -61,7 +61,6 @@ def tf_config(ports, index):
 def worker_env(ports, index, threads=None):
     """The environment of worker `index`; `threads` limits TensorFlow's thread pools."""
     env = dict(os.environ, TF_CONFIG=tf_config(ports, index), PYTHONUNBUFFERED="1")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if threads:
         env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads),
                    OMP_NUM_THREADS=str(threads))

@@ -3,12 +3,16 @@
     python run/report.py --root=/tmp/study
 
 One Markdown row per configuration (norm / init / head / blocks per stage, plus any other
-hyperparameter that differs): seeds, steps, top-1 and top-5 error (mean ± std over seeds), wall
-time, and the paper's Table 2 value where the configuration is the paper's. A run that diverged
+hyperparameter that differs): seeds, steps, top-1 error (mean ± std over seeds [95% interval of
+the mean, Student t]), top-5 error, wall time, and the paper's Table 2 value where the
+configuration is the paper's; below it, the paper's net minus its BN twin with its 95% interval
+(paired by seed when both have the same seeds). A run that diverged
 and went on with its `retry with:` flags (run/ablate.py --follow_retry_advice) stays in its
 configuration's row, marked ‡, with the step where it diverged and those flags below the table.
-Also writes the table to ROOT/report.md and test error against steps to ROOT/report.png (or
---out_md / --out_png). Needs no TensorFlow; works while the study is still running.
+Also writes the table to ROOT/report.md and, per configuration, panels of the training loss,
+the test error and the largest block norm against steps (each seed thin, the mean bold, the
+learning-rate drops dotted) to ROOT/report.png (or --out_md / --out_png). Needs no TensorFlow;
+works while the study is still running.
 """
 import os
 import sys
@@ -23,7 +27,8 @@ from resnet_nobn.study import report  # noqa: E402
 
 flags.DEFINE_string("root", None, "Root directory of the study (run/ablate.py --root).")
 flags.DEFINE_string("out_md", None, "Markdown file for the table (default: ROOT/report.md).")
-flags.DEFINE_string("out_png", None, "PNG of test error against steps (default: ROOT/report.png).")
+flags.DEFINE_string("out_png", None, "Figure of the training loss, test error and "
+                    "largest block norm against steps (default: ROOT/report.png).")
 flags.mark_flag_as_required("root")
 FLAGS = flags.FLAGS
 

@@ -1,6 +1,11 @@
-"""The plot of a study (run/report.py): test top-1 error against training steps, one line per
-configuration of the report's table (the mean over its seeds, a band from min to max), one panel
-per dataset. matplotlib is imported quietly (its cache notices are not the project's lines).
+"""The plot of a study (run/report.py): one row of panels per configuration of the report's table,
+over its seeds, against training steps: the training loss (results.json `train_history`), the test
+top-1 error (results.json `history`) and the largest block norm ||A_j|| (the largest of the
+`branch_norm/<block>` scalars the trainer writes to TensorBoard, resnet_nobn/train/monitor.py:
+||branch(h)|| / ||shortcut(h)|| on a fixed test batch, the network's counterpart of Section 2's
+||A_j||), each seed thin, their mean bold, the learning-rate drops (--lr_boundaries, or every
+--lr_decay_every steps) dotted. matplotlib is imported quietly (its cache notices are not the
+project's lines).
 """
 import contextlib
 import logging
@@ -8,45 +13,83 @@ import os
 
 import numpy as np
 
+from resnet_nobn.study import events
+from resnet_nobn.train.rundir import TRAIN
+from resnet_nobn.train.train_log import HISTORY
+
+PANELS = (("loss", "training loss"), ("error", "test top-1 error (%)"),
+          ("norm", "largest block norm ||A_j||"))
+MAX_DROPS = 50  # an exponential staircase of more drops is not drawn
+
+
+def run_series(run):
+    """{seed, loss, error, norm}: [(step, value)] each of one run (report.load_runs' dict)."""
+    return dict(
+        seed=run["config"].get("seed"),
+        loss=[(h["step"], h["loss"]) for h in run.get(HISTORY) or []
+              if isinstance(h, dict) and isinstance(h.get("step"), int) and _number(h.get("loss"))],
+        error=[(h["step"], 100 * h["top1_error"]) for h in run.get("history", [])
+               if h.get("top1_error") is not None],
+        norm=events.largest(os.path.join(run["run_dir"], TRAIN), "branch_norm/"))
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+
+
+def lr_drops(config):
+    """The steps at which the run's learning rate drops, up to its train_steps."""
+    end, every = config.get("train_steps") or 0, config.get("lr_decay_every") or 0
+    if every > 0:
+        steps = range(every, end + 1, every) if end // every <= MAX_DROPS else []
+    else:
+        steps = config.get("lr_boundaries") or []
+    return [s for s in steps if 0 < s <= end]
+
 
 def plot_curves(rows, path):
-    """PNG of test top-1 error against steps, one line per configuration (mean over seeds, band =
-    min..max), one panel per dataset."""
+    """PNG of len(rows) rows of len(PANELS) panels; returns `path`. A row holds `series` (one
+    run_series per run), `drops` (lr_drops), `shown`, `synthetic` and `label`."""
     with quiet_matplotlib():
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    datasets = sorted({(r["shown"], r["synthetic"]) for r in rows})
-    fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(6.5 * max(len(datasets), 1), 4.5),
-                             squeeze=False)
-    for ax, (ds, syn) in zip(axes[0], datasets):
-        for r in rows:
-            if (r["shown"], r["synthetic"]) != (ds, syn):
-                continue
-            by_step, curves = {}, [c for c in r["curves"] if c]  # the runs evaluated so far
-            for curve in curves:
-                for step, err in curve:
-                    by_step.setdefault(step, []).append(err)
-            if not by_step:
-                continue
-            steps = sorted(by_step)
-            mean = [np.mean(by_step[s]) for s in steps]
-            line, = ax.plot(steps, mean, marker="o", markersize=3,
-                            label=f"{r['label']} (n={len(curves)})")
-            if len(curves) > 1:
-                ax.fill_between(steps, [min(by_step[s]) for s in steps],
-                                [max(by_step[s]) for s in steps], color=line.get_color(), alpha=0.15)
-        ax.set_title(ds + (": memorisation" if syn else ""), fontsize=9)
-        ax.set_xlabel("training step")
-        ax.set_ylabel("top-1 error (%)" + (" on the fixed batch" if syn else " on the test split"))
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:  # no curve yet: no legend (nor matplotlib's warning)
-            ax.legend(fontsize=7)
+    n = max(len(rows), 1)
+    fig, axes = plt.subplots(n, len(PANELS), figsize=(5.2 * len(PANELS), 3.4 * n), squeeze=False)
+    for row, panels in zip(rows, axes):
+        for ax, (key, name) in zip(panels, PANELS):
+            _panel(ax, row, key)
+            what = ("error (%) on the fixed batch" if key == "error" and row["synthetic"]
+                    else name)
+            ax.set_title(f"{row['shown']}: {row['label']}", fontsize=8)
+            ax.set_xlabel("training step", fontsize=8)
+            ax.set_ylabel(what, fontsize=8)
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:  # no curve yet: no legend (nor its warning)
+                ax.legend(fontsize=6)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def _panel(ax, row, key):
+    """One panel: each seed's curve thin, the mean over the seeds at each step bold, the drops."""
+    curves = [(s["seed"], s[key]) for s in row["series"] if s[key]]
+    by_step = {}
+    for seed, curve in curves:
+        steps, values = zip(*curve)
+        ax.plot(steps, values, linewidth=0.7, alpha=0.6, label=f"seed {seed}")
+        for step, value in curve:
+            by_step.setdefault(step, []).append(value)
+    if by_step:
+        steps = sorted(by_step)
+        ax.plot(steps, [np.mean(by_step[s]) for s in steps], color="black", linewidth=2.2,
+                label=f"mean (n={len(curves)})")
+    for i, step in enumerate(row["drops"]):
+        ax.axvline(step, color="grey", linestyle=":", linewidth=1,
+                   label="learning-rate drop" if i == 0 else None)
 
 
 def figure_formats():

@@ -80,14 +80,16 @@ NAMED = ("dataset", "seed", "norm", "init", "head", "blocks_per_stage", "num_cla
 def claim_root(root, base, varied=(), write=True):
     """Records in ROOT/study.json the base settings of a study started on `root` (of its
     TrainConfig `base`: the scientific settings and the model's, but NAMED and the OPTIONAL
-    factors in `varied`, which its runs' directories name), or raises ValueError if the record
-    holds other values: runs of two studies with other base flags would share directories or be
-    grouped as one. ROOT/.study.lock makes the read and the write one step for two studies started
-    together; a study after them adds the settings it records no value for yet. Without `write`
-    (a dry run) the record is only checked."""
+    factors in `varied`, which its runs' directories name, and the head's seed unless given: it
+    follows each run's seed), or raises ValueError if the record holds other values: runs of two
+    studies with other base flags would share directories or be grouped as one. ROOT/.study.lock
+    makes the read and the write one step for two studies started together; a study after them
+    adds the settings it records no value for yet. Without `write` (a dry run) the record is only
+    checked."""
     settings = {k: v for k, v in base.to_json().items() if k in SCIENTIFIC_FIELDS}
     settings.update(base.to_json()["model"])
-    settings = {k: v for k, v in settings.items() if k not in NAMED + tuple(varied)}
+    unset = ("head_seed",) if base.model.head_seed is None else ()  # it follows each run's seed
+    settings = {k: v for k, v in settings.items() if k not in NAMED + tuple(varied) + unset}
     path = os.path.join(root, STUDY)
     if not write:
         return _check_claim(path, root, settings)

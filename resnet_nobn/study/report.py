@@ -16,9 +16,10 @@ from resnet_nobn.config import RESUMABLE_FIELDS
 from resnet_nobn.console import hms
 from resnet_nobn.errors import UserError, disk_full
 from resnet_nobn.study import advice
-from resnet_nobn.study.curves import figure_formats, plot_curves
+from resnet_nobn.study.curves import figure_formats, lr_drops, plot_curves, run_series
 from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
+from resnet_nobn.study.stats import mean_interval, twin_key, twin_table
 from resnet_nobn.train.lock import holder
 from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, atomic_file,
                                       atomic_write_text, not_its_own, pending_divergence,
@@ -169,6 +170,7 @@ def summarize(runs):
         table2 = None if mismatch else paper.paper_row(c)
         rows.append(dict(
             dataset=c["dataset"], synthetic=bool(c.get("use_synthetic_data")), label=label,
+            model=m, twin=twin_key(key[0]),
             shown=datasets.shown(c["dataset"], bool(c.get("use_synthetic_data")), mismatch,
                                  c.get("data_dir")),
             mismatch=mismatch,
@@ -182,8 +184,7 @@ def summarize(runs):
             paper_settings=bool(table2) and paper.paper_settings(c),
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
             continued=[(r["config"].get("seed"), r["advice"]) for r in members if r.get("advice")],
-            curves=[[(h["step"], 100 * h["top1_error"]) for h in r.get("history", [])
-                     if h.get("top1_error") is not None] for r in members]))
+            series=[run_series(r) for r in members], drops=lr_drops(c)))
     rows.sort(key=lambda r: r["sort"])
     return rows
 
@@ -236,12 +237,13 @@ def markdown_table(rows):
             notes.add("resnet")
         label = r["label"] + (" ‡" if r["continued"] else "")
         wall = hms(np.mean(r["wall"])) if r["wall"] else "–"
-        lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_std(r['top1'])} | "
+        lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_interval(r['top1'])} | "
                      f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {wall} | {paper} |")
     lines.append("")
     lines.append("Errors and test loss are from the last evaluation of each run, mean ± sample "
-                 "standard deviation over the seeds listed; train time is the training loop's "
-                 "(results.json wall_time_s), without start-up, mean over the same seeds.")
+                 "standard deviation over the seeds listed, and for top-1 [the 95% interval of "
+                 "the mean] (Student t, n - 1 degrees of freedom); train time is the training "
+                 "loop's (results.json wall_time_s), without start-up, mean over the same seeds.")
     if "resnet" in notes:
         lines.append("† Table 2's ResNet row is a published ResNet, not this BN twin of the "
                      "all-convolutional net; it is shown for reference.")
@@ -271,6 +273,7 @@ def markdown_table(rows):
     if any(r["synthetic"] for r in rows):
         lines.append("(synthetic): --use_synthetic_data, one fixed random batch with random labels, "
                      "trained and evaluated on: memorisation, not test error.")
+    lines += twin_table(rows)
     return "\n".join(lines) + "\n"
 
 
@@ -299,7 +302,8 @@ def report(root, md_path=None, png_path=None, warn=None):
         with atomic_file(png_path) as png:
             plot_curves(rows, png)
             atomic_write_text(md_path, f"# Study {os.path.abspath(root)}\n\n{text}\n"
-                              f"![test error against steps]({png_link})\n")
+                              f"![training loss, test error and block norm against steps]"
+                              f"({png_link})\n")
     except OSError as e:
         fix = "free space there, or give --out_md and --out_png on another disk"
         raise UserError(disk_full(e, md_path, fix) or f"cannot write the report: {e.strerror} "

@@ -130,7 +130,7 @@ def test_report_groups_seeds_and_sets_the_paper_row_beside_the_papers_configurat
     assert "6.38" not in std and "10.00" in std
     bn = next(r for r in rows if "batch / he" in r)
     assert "6.43 (ResNet†)" in bn and "50 of 100 (partial" in bn
-    assert os.path.getsize(png) > 1000 and open(md).read().count("| cifar10") == 3
+    assert os.path.getsize(png) > 1000 and open(md).read().count("\n| cifar10") == 3
 
 
 def test_hparams_domain_covers_earlier_studies_in_the_same_root(tmp_path):
@@ -514,12 +514,14 @@ def test_the_plot_counts_the_runs_of_a_line_that_have_a_curve(tmp_path, monkeypa
     from resnet_nobn.study import curves
     legends = []
     monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: legends.extend(
-        t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()))
-    row = dict(dataset="cifar10", shown="cifar10", synthetic=False,
+        t.get_text() for ax in fig.axes[1:2] if ax.get_legend()
+        for t in ax.get_legend().get_texts()))
+    row = dict(dataset="cifar10", shown="cifar10", synthetic=False, drops=[],
                label="none / identity / random / 9",
-               curves=[[(50, 9.0), (100, 7.0)], []])  # the second run has not evaluated yet
+               series=[dict(seed=0, loss=[], error=[(50, 9.0), (100, 7.0)], norm=[]),
+                       dict(seed=1, loss=[], error=[], norm=[])])  # not evaluated yet
     curves.plot_curves([row], str(tmp_path / "p.png"))
-    assert legends == ["none / identity / random / 9 (n=1)"]
+    assert legends == ["seed 0", "mean (n=1)"]
 
 
 def test_report_marks_a_run_that_diverged_outside_a_study_as_diverged(tmp_path):

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -67,3 +68,34 @@ def test_a_worker_started_with_another_seed_stops_both_naming_the_flag(tmp_path)
         assert len(lines) == 1 and "--seed" in lines[0] and "Traceback" not in err, err
         assert "step " not in out  # stopped before the first step
     assert not (model_dir / "results.json").exists() and not (model_dir / "ckpt").exists()
+
+
+def test_a_worker_whose_chief_is_killed_says_one_line_and_no_tensorflow_log(tmp_path):
+    """TensorFlow's C++ log (`E0000 ... StartAbort UNAVAILABLE`, `{grpc_status:14 ...}`) stays
+    off the survivor's stderr unless the user sets TF_CPP_MIN_LOG_LEVEL: its one `error:` line is
+    all it says."""
+    model_dir = tmp_path / "run"
+    ports = launch_local.free_ports(2)
+    procs = []
+    for i in range(2):
+        env = dict(launch_local.worker_env(ports, i), RESNET_NOBN_CONNECT_TIMEOUT="120")
+        env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user has it
+        procs.append(subprocess.Popen(
+            [sys.executable, "run/imagenet_train.py", *TINY[:-1], "--train_steps=400",
+             "--checkpoint_every=2", f"--model_dir={model_dir}"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        deadline = time.time() + 300
+        while (len(list((model_dir / "ckpt").glob("ckpt-*.index"))) < 2 and time.time() < deadline
+               and procs[1].poll() is None):
+            time.sleep(0.5)
+        procs[0].kill()
+        out, err = procs[1].communicate(timeout=200)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    assert procs[1].returncode == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: another worker failed"), err

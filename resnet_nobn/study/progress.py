@@ -1,0 +1,165 @@
+"""A study's progress while its runs go: each running run's step of its total, its last logged loss
+and its time left, and the study's time left, one plain line each (fit for a log file).
+
+run/ablate.py prints these lines at most every PERIOD_S seconds while it trains its runs
+(`Ticker`), and once with --progress, for a study whose runs a cluster launches
+(--print_commands). They are read from the files the trainer writes into each run's model_dir as
+it goes (the layout: resnet_nobn/study/launcher.py), whichever holds the later step:
+
+    train.log      the trainer's output under run/ablate.py: a `step N/T  loss L ... I img/s`
+                   line at each log step (--log_every); the rate so far is the mean over the
+                   current launch's lines but its first (start-up and compilation)
+    results.json   rewritten at each evaluation (--eval_every): `global_step`, the training log
+                   (`train_history`, the loss at each log step) and `wall_time_s`, the training
+                   loop's time; the rate so far is global_step / wall_time_s, and the line says
+                   how old the record is
+
+The study's time left is the sum of its unfinished runs' time left, one run after another as
+run/ablate.py trains them, a run not started yet at the mean rate of those that have one (jobs of a
+cluster running side by side take less). Reads files only (no TensorFlow).
+"""
+import math
+import os
+import re
+import threading
+import time
+
+from resnet_nobn.console import hms
+from resnet_nobn.study.launcher import STATUS
+from resnet_nobn.train.lock import holder
+from resnet_nobn.train.rundir import CONFIG, RESULTS, read_json
+from resnet_nobn.train.train_log import HISTORY
+
+PERIOD_S = 60.0  # at most one progress report a minute (run/ablate.py --progress_every)
+LOG = "train.log"  # the trainer's output under run/ablate.py (launcher._launch)
+_STEP = re.compile(r"^step (\d+)/(\d+)  loss (\S+)", re.M)
+_SPEED = re.compile(r"^step \d+/\d+  .*  (\S+) img/s", re.M)
+_RESUMED = re.compile(r"^resumed from .* at step (\d+)$", re.M)
+
+
+def _finite(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def from_log(model_dir, batch_size):
+    """(step, loss, steps per second) of the current launch's last `step` line in train.log (its
+    resume step before one), or None; loss and rate None where not known yet. The rate is the
+    mean of the launch's lines after its first (whose interval holds the step's compilation)."""
+    try:
+        with open(os.path.join(model_dir, LOG), errors="replace") as f:
+            launch = f.read().rsplit("\n$ ", 1)[-1]  # launcher._launch: `$ command`, then its log
+    except OSError:
+        return None
+    steps, resumed = _STEP.findall(launch), _RESUMED.search(launch)
+    if not steps:  # resumed, no step logged yet: its step
+        return (int(resumed.group(1)), None, None) if resumed else None
+    step, loss = int(steps[-1][0]), _number(steps[-1][2])
+    speeds = [_number(ips) for ips in _SPEED.findall(launch)]
+    seconds = [batch_size / v for v in speeds[1:] or speeds if v and v > 0]  # a step's
+    return step, loss, len(seconds) / sum(seconds) if seconds else None
+
+
+def _number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def from_results(model_dir):
+    """(step, loss, steps per second, age in seconds) of results.json, or None."""
+    path = os.path.join(model_dir, RESULTS)
+    results = read_json(path)
+    step = (results or {}).get("global_step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    history = [h for h in results.get(HISTORY) or () if isinstance(h, dict)]
+    loss = history[-1].get("loss") if history else None
+    wall = results.get("wall_time_s")
+    rate = step / wall if _finite(wall) and wall > 0 and step > 0 else None
+    try:
+        age = max(time.time() - os.path.getmtime(path), 0.0)
+    except OSError:
+        age = 0.0
+    return step, loss if _finite(loss) else None, rate, age
+
+
+def run_progress(cfg):
+    """{step, total, loss, rate, age, left, state} of one run of the study (TrainConfig `cfg`):
+    the later of train.log and results.json; `left` (seconds) None until a rate is known; `state`
+    'finished', 'running' (a live process holds it, or its study launched it) or 'idle'."""
+    logged, recorded = from_log(cfg.model_dir, cfg.batch_size), from_results(cfg.model_dir)
+    p = dict(step=0, total=cfg.train_steps, loss=None, rate=None, age=0.0)
+    if recorded:
+        p.update(zip(("step", "loss", "rate", "age"), recorded))
+    if logged and logged[0] >= p["step"]:
+        p.update(step=logged[0], loss=logged[1], rate=logged[2] or p["rate"], age=0.0)
+    status = (read_json(os.path.join(cfg.model_dir, STATUS)) or {}).get("status")
+    p["state"] = ("finished" if p["step"] >= cfg.train_steps else
+                  "running" if status == "running" or holder(cfg.model_dir) else "idle")
+    p["left"] = (cfg.train_steps - p["step"]) / p["rate"] if p["rate"] else None
+    return p
+
+
+def started(cfg):
+    """Whether the run has begun: its directory holds a configuration, a record or a log."""
+    return any(os.path.exists(os.path.join(cfg.model_dir, n)) for n in (CONFIG, RESULTS, LOG))
+
+
+def lines(configs, root, every=False):
+    """The progress lines of a study: one per running run (with `every`, per run begun and not
+    finished, as --progress prints them), then the study's."""
+    out, runs = [], [(cfg, run_progress(cfg)) for cfg in configs]
+    for cfg, p in runs:
+        if p["state"] == "finished" or not (p["state"] == "running" or every and started(cfg)):
+            continue
+        name = os.path.relpath(cfg.model_dir, root)
+        loss = f"{p['loss']:.4f}" if p["loss"] is not None else "not logged yet"
+        left = hms(p["left"]) if p["left"] is not None else "unknown yet"
+        age = f" (as of {hms(p['age'])} ago)" if p["age"] >= PERIOD_S else ""
+        idle = ", not running here" if p["state"] == "idle" else ""
+        out.append(f"progress: {name}: step {p['step']}/{p['total']}, loss {loss}, "
+                   f"time left {left}{age}{idle}")
+    out.append(study_line(runs))
+    return out
+
+
+def study_line(runs):
+    """The study's line: its runs finished and running, and its time left (see the module's
+    docstring); `runs` is [(cfg, run_progress(cfg))]."""
+    done = sum(p["state"] == "finished" for _, p in runs)
+    running = sum(p["state"] == "running" for _, p in runs)
+    rates = [p["rate"] for _, p in runs if p["rate"]]
+    todo = [(cfg.train_steps - p["step"], p["rate"]) for cfg, p in runs if p["state"] != "finished"]
+    mean = sum(rates) / len(rates) if rates else None
+    left = (sum(n / (rate or mean) for n, rate in todo) if mean else None)
+    return (f"progress: study: {done} of {len(runs)} runs finished, {running} running; time left "
+            + (hms(left) if left is not None else "unknown until a run has logged a step"))
+
+
+class Ticker:
+    """Prints `lines(configs, root)` through `log` every `period` seconds (none: PERIOD_S) from a
+    thread, while the block runs; the first after one period, none after the block."""
+
+    def __init__(self, configs, root, log, period=None):
+        self.configs, self.root, self.log = configs, root, log
+        self.period = PERIOD_S if period is None else period
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="progress")
+
+    def _loop(self):
+        while not self._stop.wait(self.period):
+            for line in lines(self.configs, self.root):
+                if self._stop.is_set():
+                    return
+                self.log(line)
+
+    def __enter__(self):
+        if self.period > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)

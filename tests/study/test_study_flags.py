@@ -1,0 +1,35 @@
+"""What run/ablate.py makes of the flags a user did or did not give: an empty --root, and a flag
+never set (the head's seed, which follows each run's seed) kept out of a study's base flags."""
+import json
+import os
+
+import pytest
+
+from helpers import run_cli
+from test_study import TINY
+
+RUN = os.path.join("cifar10", "norm-none_init-identity_head-random_blocks-1")
+
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_an_empty_root_is_one_line_and_nothing_runs(tmp_path, monkeypatch, dry):
+    monkeypatch.chdir(tmp_path)  # where an empty --root would put the runs
+    p = run_cli("ablate.py", "--root=", "--train_steps=2", *TINY,
+                *(["--print_commands"] if dry else []))
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [
+        "error: --root is empty; give the directory of the study (e.g. --root=/tmp/study)"]
+    assert p.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_the_order_of_the_seeds_is_no_base_flag(tmp_path):
+    root = tmp_path / "study"
+    for seed in (0, 1):  # finished runs: the studies below skip them, nothing trains
+        os.makedirs(root / RUN / f"seed-{seed}")
+        json.dump({"global_step": 2}, open(root / RUN / f"seed-{seed}" / "results.json", "w"))
+    first = run_cli("ablate.py", f"--root={root}", "--seeds=1,0", "--train_steps=2", *TINY)
+    assert first.returncode == 0 and first.stdout.count("finished, skipped") == 2, first.stderr
+    assert "head_seed" not in json.load(open(root / "study.json"))["base"]
+    again = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--print_commands",
+                    "--train_steps=2", *TINY)
+    assert again.returncode == 0 and again.stderr.count("finished, skipped") == 2, again.stderr
