@@ -15,6 +15,7 @@ def input_spec(cfg: TrainConfig):
     import tensorflow as tf
 
     from resnet_nobn.data import cifar, imagenet
+    from resnet_nobn.model.standardize import Standardize  # the pipeline's, as a Keras layer
     info, size = DATASETS[cfg.dataset], cfg.model.image_size
     if info.pixels:
         h, w, c = info.stored
@@ -24,7 +25,7 @@ def input_spec(cfg: TrainConfig):
         return (tf.TensorSpec([None, h, w, c], tf.uint8, name="images"),
                 f"uint8 [N, {h}, {w}, {c}] {'RGB' if c == 3 else 'grey'} pixels{padded}; "
                 "per-image standardization",
-                lambda images: cifar.standardize(cifar.to_network(images, info)))
+                lambda images: Standardize()(cifar.to_network(images, info)))
 
     def preprocess(encoded):
         return tf.map_fn(lambda e: imagenet.preprocess_eval(e, size), encoded,
