@@ -6,11 +6,11 @@ the dataclass defaults are the paper's CIFAR recipe, Table 1 and Section 4), and
 checked when a config is made (resnet_nobn/options.py, then the checks across fields here); a
 failed one is a ConfigError naming the field as Python does (`ModelConfig.stem_width`), or as the
 command line does (its `flag_words`). From Python, a list is taken as a tuple and one int where
-the command line takes one number (`blocks_per_stage=1`), so a config is frozen and hashable. The model, input pipeline and training loop read
-only these objects, never absl FLAGS, so they import and test without a command line. A saved
-config.json of any version is read back `as_today` (absent fields, numbers in another JSON type).
-This module imports no TensorFlow, so the command line is parsed and checked before TensorFlow
-is loaded.
+the command line takes one number (`blocks_per_stage=1`), so a config is frozen and hashable.
+The model, input pipeline and training loop read only these objects, never absl FLAGS, so they
+import and test without a command line. A saved config.json of any version is read back
+`as_today` (absent fields, numbers in another JSON type). This module imports no TensorFlow, so
+the command line is parsed and checked before TensorFlow is loaded.
 """
 import dataclasses
 import json

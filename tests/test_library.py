@@ -46,7 +46,8 @@ def test_configs_from_python_name_the_field_and_take_lists_and_one_number():
     assert str(e.value) == "TrainConfig.learning_rate must be positive"
     assert e.value.flag_words == "--learning_rate must be positive"  # the command line's words
     one = resnet_nobn.ModelConfig(widths=[8, 16, 32], blocks_per_stage=1, stem_width=8)
-    assert one == resnet_nobn.ModelConfig(**TINY) and hash(one) == hash(resnet_nobn.ModelConfig(**TINY))
+    same = resnet_nobn.ModelConfig(**TINY)
+    assert one == same and hash(one) == hash(same)
     cfg = resnet_nobn.TrainConfig(model=one, lr_boundaries=[100, 200])
     assert cfg.lr_boundaries == (100, 200) and isinstance(hash(cfg), int)
     assert resnet_nobn.TrainConfig(lr_boundaries=300).lr_boundaries == (300,)

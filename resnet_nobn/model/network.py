@@ -183,7 +183,8 @@ def build_model(cfg: ModelConfig, seed: int = 0,
     projection. `weight_decay` (the paper's 1e-4; 0: none) is every conv kernel's regularizer
     (`weight_decay_of`), so `model.losses` holds the recipe's decay. Layer names
     are `stem`, `stage{i}_block{j}` and `head`, so per-stage weights can be found by name.
-    The input is standardised images (`resnet_nobn.Standardize` in front of it, model/standardize.py).
+    The input is standardised images (`resnet_nobn.Standardize` in front of it:
+    model/standardize.py).
     """
     wd = weight_decay
     batch_norm = cfg.norm == "batch"

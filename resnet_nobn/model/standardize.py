@@ -1,4 +1,4 @@
-"""The network's input standardisation as a Keras layer, for a user who puts it in front of the model.
+"""The network's input standardisation as a Keras layer, which a user puts in front of the model.
 
 The trainer standardises each image in its input pipeline (resnet_nobn/data/cifar.py:
 `tf.image.per_image_standardization`, zero mean and unit variance over the image's pixels and
