@@ -1,10 +1,51 @@
 """Hardt & Ma, "Identity Matters in Deep Learning" (ICLR 2017): normalization-free residual networks.
 
-Importing the package loads nothing else, so the entry points (run/) check their command line
-before TensorFlow loads. The modules, by floor, are listed in docs/architecture.md. An exported
+The library (docs/library.md):
+
+    import resnet_nobn
+    config = resnet_nobn.ModelConfig(widths=(16, 32, 64), blocks_per_stage=1, stem_width=16)
+    model = resnet_nobn.build_model(config, seed=0)          # weight decay in model.losses
+    model.compile(optimizer=resnet_nobn.recipes.optimizer(), ...)  # SGD, momentum, schedule
+
+`ModelConfig`, `TrainConfig` (resnet_nobn/config.py), `recipes` (the paper's CIFAR and ImageNet
+settings), `build_model(config, seed=0, weight_decay=1e-4)`, `Standardize` (the input's
+standardisation, a Keras layer), `train(train_config)` (the command line's trainer; returns
+what results.json holds) and `custom_objects()` (for keras.saving.load_model). Importing the
+package loads nothing else; each name loads its module when first used, so `import
+resnet_nobn` loads no TensorFlow and the entry points (run/) check their command line before
+TensorFlow loads. The modules, by floor, are listed in docs/architecture.md. An exported
 model.keras loads with the project's Keras classes given by name:
 
-    import keras
-    from resnet_nobn.model import custom_objects
-    model = keras.saving.load_model("EXPORT_DIR/model.keras", custom_objects=custom_objects())
+    import keras, resnet_nobn
+    model = keras.saving.load_model("EXPORT_DIR/model.keras",
+                                    custom_objects=resnet_nobn.custom_objects())
 """
+import importlib
+
+# name -> (module, attribute; None: the module itself), imported when the name is first used
+_PUBLIC = {
+    "ModelConfig": ("resnet_nobn.config", "ModelConfig"),
+    "TrainConfig": ("resnet_nobn.config", "TrainConfig"),
+    "ConfigError": ("resnet_nobn.options", "ConfigError"),
+    "recipes": ("resnet_nobn.recipes", None),
+    "build_model": ("resnet_nobn.model.network", "build_model"),
+    "custom_objects": ("resnet_nobn.model.network", "custom_objects"),
+    "Standardize": ("resnet_nobn.model.standardize", "Standardize"),
+    "StepSchedule": ("resnet_nobn.schedule", "StepSchedule"),
+    "train": ("resnet_nobn.train.trainer", "train"),
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'resnet_nobn' has no attribute {name!r}")
+    module, attribute = _PUBLIC[name]
+    value = importlib.import_module(module)
+    value = value if attribute is None else getattr(value, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))

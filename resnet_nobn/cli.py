@@ -23,6 +23,7 @@ from resnet_nobn import image_folder
 from resnet_nobn.config import ModelConfig, TrainConfig, options, resolve_init
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError
+from resnet_nobn.options import flag_words
 from resnet_nobn.recipes import datasets_of
 
 _RECIPE = []  # the recipe define_flags was given: config_from_flags starts from it
@@ -129,7 +130,7 @@ def config_from_flags(FLAGS) -> TrainConfig:
             **{f.name: _value(f, FLAGS[f.name].value) for f in options(TrainConfig)
                if _applies(f, recipe)})
     except ValueError as e:  # the checks of config.py, in the words of the command line
-        raise UserError(str(e)) from None
+        raise UserError(flag_words(e)) from None
 
 
 def start(entry_main, takes_arguments=False):

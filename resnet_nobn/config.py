@@ -3,12 +3,14 @@
 Each field carries its command-line help, unit and bounds (`dataclasses.field(metadata=...)`):
 resnet_nobn/cli.py makes one flag of each, with its default from a recipe (resnet_nobn/recipes.py;
 the dataclass defaults are the paper's CIFAR recipe, Table 1 and Section 4), and every value is
-checked here when a config is made (`_check`, then ModelConfig's checks across fields), with
-messages in the words of the command line. The model, input pipeline and training loop read
-only these objects, never absl FLAGS, so they import and test without a command line. A saved
-config.json of any version is read back `as_today` (absent fields, numbers in another JSON type).
-This module imports no TensorFlow, so the command line is parsed and checked before TensorFlow
-is loaded.
+checked when a config is made (resnet_nobn/options.py, then the checks across fields here); a
+failed one is a ConfigError naming the field as Python does (`ModelConfig.stem_width`), or as the
+command line does (its `flag_words`). From Python, a list is taken as a tuple and one int where
+the command line takes one number (`blocks_per_stage=1`), so a config is frozen and hashable.
+The model, input pipeline and training loop read only these objects, never absl FLAGS, so they
+import and test without a command line. A saved config.json of any version is read back
+`as_today` (absent fields, numbers in another JSON type). This module imports no TensorFlow, so
+the command line is parsed and checked before TensorFlow is loaded.
 """
 import dataclasses
 import json
@@ -16,50 +18,16 @@ import math
 import typing
 
 from resnet_nobn.datasets import DATASETS, check_classes, of_recipe
+from resnet_nobn.options import ConfigError, check, coerce, option, options  # noqa: F401
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
 HEADS = ("random", "trained")
 PRECISIONS = ("float32", "float16", "bfloat16")
-FLOAT32_MAX = 3.4028234663852886e38  # every float option is used as a float32
 
 
 INTS = (lambda v: len(v) > 0 and all(x > 0 for x in v),
         "must be a comma list of positive integers, e.g. 64,128,256")
-
-
-def option(default, help, unit=None, lower=None, upper=None, choices=None, check=None, **flag):
-    """A field that is a command-line option: `help` and `unit` for --help; `lower`/`upper`
-    bounds, `choices`, and `check` = (predicate, message) are its checks; `flag` holds what only
-    the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage)."""
-    return dataclasses.field(default=default, metadata=dict(
-        help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, **flag))
-
-
-def options(cls):
-    """The fields of `cls` that are command-line options."""
-    return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
-
-
-def _check(obj):
-    """ValueError, in the words of the command line, for the first option of `obj` that fails
-    its checks (finite, bounds, choices, `check`)."""
-    for f in options(obj):
-        m, v = f.metadata, getattr(obj, f.name)
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"--{f.name} must be a finite number")
-        if isinstance(v, float) and abs(v) > FLOAT32_MAX:  # the network computes in float32
-            raise ValueError(f"--{f.name}={v:g} is beyond float32's range (at most "
-                             f"{FLOAT32_MAX:.4g})")
-        lower, upper = m["lower"], m["upper"]
-        if (lower is not None and v < lower) or (upper is not None and v > upper):
-            bounds = (f"in [{lower}, {upper}]" if None not in (lower, upper) else
-                      f"at least {lower}" if upper is None else f"at most {upper}")
-            raise ValueError(f"--{f.name}={v} must be {bounds}")
-        if m["choices"] and v not in m["choices"]:
-            raise ValueError(f"--{f.name}={v}: choose one of {', '.join(m['choices'])}")
-        if m["check"] and not m["check"][0](v):
-            raise ValueError(f"--{f.name} {m['check'][1]}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +78,11 @@ class ModelConfig:
     def __post_init__(self):
         if self.head == "auto":  # frozen dataclass: the `--head=auto` rule
             object.__setattr__(self, "head", "trained" if self.init == "fixup" else "random")
-        _check(self)
+        coerce(self, lambda c: len(c.widths))
+        _checked(self._checks, ModelConfig)
+
+    def _checks(self):
+        check(self)
         if not (len(self.widths) == len(self.blocks_per_stage) == len(self.strides)):
             raise ValueError("--widths, --strides and --blocks_per_stage need one entry per stage "
                              "(--blocks_per_stage may be a single number)")
@@ -126,6 +98,16 @@ class ModelConfig:
                 raise ValueError(f"stride {stride} of stage {i + 1} does not fit its {size}x{size} "
                                  "feature map; lower --strides or --stem_stride")
             size = math.ceil(size / stride)
+
+
+def _checked(checks, *owners):
+    """Runs `checks`; a ValueError they raise (in the command line's words) as a ConfigError."""
+    try:
+        checks()
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(str(e), owners) from None
 
 
 def resolve_init(init, norm):
@@ -227,9 +209,16 @@ class TrainConfig:
                                   choices=PRECISIONS)
 
     def __post_init__(self):
+        if not isinstance(self.model, ModelConfig):
+            raise ConfigError(f"--model must be a ModelConfig, not {type(self.model).__name__}",
+                              (TrainConfig,))
         if self.scalar_lr_factor is None:  # the init's own: Fixup's reference code's lr/10
             object.__setattr__(self, "scalar_lr_factor", 0.1 if self.model.init == "fixup" else 1.)
-        _check(self)
+        coerce(self)
+        _checked(self._checks, TrainConfig, ModelConfig)
+
+    def _checks(self):
+        check(self)
         check_classes(self.dataset, self.class_names, self.model.num_classes)
         if self.standardize == "dataset" and (self.use_synthetic_data or self.dataset not in
                                               of_recipe("cifar")):  # no split to compute it over

@@ -2,7 +2,8 @@
 
 `cifar()` is Table 1 and Section 4 (the defaults of TrainConfig and ModelConfig); `imagenet()` is
 Section 4.2 with the ResNet-34 variant of resnet_nobn/data/imagenet.py. run/cifar_train.py and
-run/imagenet_train.py differ only by the recipe their flags default to.
+run/imagenet_train.py differ only by the recipe their flags default to. `optimizer(cfg)` is a
+recipe's Keras optimizer, for `model.compile` (docs/library.md).
 """
 import json
 import os
@@ -30,6 +31,19 @@ def imagenet() -> TrainConfig:
                        lr_boundaries=(), lr_decay_factor=0.94,
                        lr_decay_every=int(2 * info.num_train / 256), train_steps=700_000,
                        eval_every=10_000)
+
+
+def optimizer(cfg: TrainConfig = None):
+    """The paper's optimizer for `cfg` (default: `cifar()`), for `model.compile`: Keras SGD with
+    its momentum (0.9) and its step schedule (resnet_nobn/schedule.py: a registered, serializable
+    LearningRateSchedule, so a compiled model saves and loads as `.keras`). The weight decay is
+    not here: the model carries it (`build_model(..., weight_decay=)`, in `model.losses`).
+    Loads Keras."""
+    import keras
+
+    from resnet_nobn.schedule import StepSchedule
+    cfg = cfg or cifar()
+    return keras.optimizers.SGD(learning_rate=StepSchedule.of(cfg), momentum=cfg.momentum)
 
 
 def datasets_of(recipe: TrainConfig):

@@ -4,7 +4,7 @@ described in the model card). The preprocessing ends with the run's own standard
 (`run_standardization`: per-image, or the training split's mean and std the run recorded).
 """
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.data.standardization import Standardization, recorded
+from resnet_nobn.data.standardization import DATASET, Standardization, recorded
 from resnet_nobn.datasets import DATASETS
 
 TOP_K = 5
@@ -16,8 +16,8 @@ def run_standardization(cfg: TrainConfig, results):
     (a run not evaluated yet records none; the split gives the same values)."""
     if cfg.standardize != "dataset":
         return Standardization()
-    from resnet_nobn.data import cifar
-    return recorded(results) or cifar.make_input(cfg).standardization
+    from resnet_nobn.data import inputs
+    return recorded(results) or inputs.make_input(cfg).standardization
 
 
 def input_spec(cfg: TrainConfig, standardize=Standardization()):
@@ -28,6 +28,7 @@ def input_spec(cfg: TrainConfig, standardize=Standardization()):
     import tensorflow as tf
 
     from resnet_nobn.data import cifar, imagenet
+    from resnet_nobn.model.standardize import Standardize  # the pipeline's, as a Keras layer
     info, size = DATASETS[cfg.dataset], cfg.model.image_size
     if info.pixels:
         h, w, c = info.stored
@@ -37,7 +38,9 @@ def input_spec(cfg: TrainConfig, standardize=Standardization()):
         return (tf.TensorSpec([None, h, w, c], tf.uint8, name="images"),
                 f"uint8 [N, {h}, {w}, {c}] {'RGB' if c == 3 else 'grey'} pixels{padded}; "
                 f"{standardize.described()}",
-                lambda images: standardize(cifar.to_network(images, info)))
+                lambda images: Standardize(*((standardize.mean, standardize.std)
+                                             if standardize.mode == DATASET else ()))(
+                    cifar.to_network(images, info)))
 
     def preprocess(encoded):
         return tf.map_fn(lambda e: imagenet.preprocess_eval(e, size), encoded,

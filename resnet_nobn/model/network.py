@@ -57,9 +57,11 @@ import numpy as np
 from keras import layers
 from keras import ops
 
-from resnet_nobn.config import ModelConfig, resolve_head_seed
+from resnet_nobn.config import ModelConfig, TrainConfig, resolve_head_seed
 from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias, ScalarGain
 from resnet_nobn.model.global_batch_norm import GlobalBatchNorm
+from resnet_nobn.model.standardize import Standardize
+from resnet_nobn.schedule import StepSchedule
 
 
 def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
@@ -78,10 +80,19 @@ def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
     return std, std
 
 
-def _conv(filters, kernel_size, stride, stddev, seed, name):
+def _conv(filters, kernel_size, stride, stddev, seed, name, weight_decay):
     return layers.Conv2D(
         filters, kernel_size, strides=stride, padding="same", use_bias=False,
-        kernel_initializer=keras.initializers.RandomNormal(stddev=stddev, seed=seed), name=name)
+        kernel_initializer=keras.initializers.RandomNormal(stddev=stddev, seed=seed), name=name,
+        kernel_regularizer=weight_decay_of(weight_decay))
+
+
+def weight_decay_of(weight_decay):
+    """The paper's weight decay `wd * sum ||W||^2 / 2` over the conv kernels (Section 4, the
+    fork's `_decay`: wd * tf.nn.l2_loss), as each kernel's regularizer: Keras' L2(wd / 2), whose
+    terms are in `model.losses` (`model.fit` adds them; so does the trainer's step,
+    train/steps.py); None when wd is 0."""
+    return keras.regularizers.L2(weight_decay / 2) if weight_decay else None
 
 
 @keras.saving.register_keras_serializable(package="resnet_nobn")
@@ -141,13 +152,18 @@ class RandomProjection(layers.Layer):
         return {**config, "num_classes": self.num_classes, "seed": self.seed}
 
 
-def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
+def build_model(cfg: ModelConfig, seed: int = 0,
+                weight_decay: float = TrainConfig.weight_decay) -> keras.Model:
     """Builds the network of Table 1 (or its ImageNet / ablation / BN variants) from `cfg`.
 
     `seed` seeds the conv initialisers; `cfg.head_seed` (default: `seed`) seeds the random
-    projection. Layer names
+    projection. `weight_decay` (the paper's 1e-4; 0: none) is every conv kernel's regularizer
+    (`weight_decay_of`), so `model.losses` holds the recipe's decay. Layer names
     are `stem`, `stage{i}_block{j}` and `head`, so per-stage weights can be found by name.
+    The input is standardised images (`resnet_nobn.Standardize` in front of it:
+    model/standardize.py).
     """
+    wd = weight_decay
     batch_norm = cfg.norm == "batch"
 
     def bn(name):
@@ -156,7 +172,7 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
 
     inputs = keras.Input((cfg.image_size, cfg.image_size, 3), name="images")
     stem_std = math.sqrt(2.0 / (cfg.stem_kernel ** 2 * cfg.stem_width))  # a standard conv: He init
-    x = _conv(cfg.stem_width, cfg.stem_kernel, cfg.stem_stride, stem_std, seed, "stem")(inputs)
+    x = _conv(cfg.stem_width, cfg.stem_kernel, cfg.stem_stride, stem_std, seed, "stem", wd)(inputs)
     fixup = cfg.init == "fixup" and cfg.fixup_reference
     if fixup:  # Fixup's reference: `relu(conv1(x) + bias1)`
         x = LeakyReLU(cfg.relu_leakiness, name="stem_act")(ScalarBias(name="stem_bias")(x))
@@ -176,8 +192,8 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
                 x = LeakyReLU(cfg.relu_leakiness, name=name + "_preact")(norm1(x))
                 norm1 = None
             x = ResidualBlock(
-                _conv(width, cfg.kernel_size, st, std1, layer_seed, name + "_conv1"),
-                _conv(width, cfg.kernel_size, 1, std2, layer_seed + 1, name + "_conv2"),
+                _conv(width, cfg.kernel_size, st, std1, layer_seed, name + "_conv1", wd),
+                _conv(width, cfg.kernel_size, 1, std2, layer_seed + 1, name + "_conv2", wd),
                 shortcut=shortcut, norm1=norm1, norm2=bn(name + "_bn2"),
                 leakiness=cfg.relu_leakiness, branch_scale=branch_scale,
                 scalar_biases=cfg.init == "fixup", name=name)(x)
@@ -204,9 +220,11 @@ def build_model(cfg: ModelConfig, seed: int = 0) -> keras.Model:
 
 def custom_objects():
     """The project's Keras classes a saved model.keras is made of, by their registered names: the
-    `custom_objects` of `keras.saving.load_model` (docs/training.md, an export's model card)."""
+    `custom_objects` of `keras.saving.load_model` (docs/training.md, an export's model card);
+    with the standardisation layer and, for a model compiled with `recipes.optimizer`, the
+    learning-rate schedule."""
     classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, GlobalBatchNorm,
-               ScalarBias, ScalarGain)
+               ScalarBias, ScalarGain, Standardize, StepSchedule)
     return {keras.saving.get_registered_name(c): c for c in classes}
 
 

@@ -10,40 +10,16 @@ runs share this code.
 import keras
 import tensorflow as tf
 
+from resnet_nobn import recipes
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.model import lipschitz, network as model_lib
+from resnet_nobn.schedule import StepSchedule
 
 
 def learning_rate(step, cfg: TrainConfig):
-    """The learning rate at `step`, a pure function of the step (works on Python ints and tensors).
-
-    Linear warm-up over `warmup_steps` (0 in the paper), then either a piecewise-constant schedule
-    (`lr * decay_factor ** #boundaries passed`: CIFAR, 0.05 / 10 at 30k and 50k) or, when
-    `lr_decay_every > 0`, an exponential staircase (`lr * decay_factor ** floor(step / every)`:
-    ImageNet, 0.1 * 0.94 every two epochs).
-    """
-    step = tf.cast(step, tf.float32)
-    if cfg.lr_decay_every > 0:
-        decays = tf.floor(step / cfg.lr_decay_every)
-    else:
-        decays = tf.add_n([tf.cast(step >= b, tf.float32) for b in cfg.lr_boundaries] + [0.0 * step])
-    lr = cfg.learning_rate * tf.pow(cfg.lr_decay_factor, decays)
-    if cfg.warmup_steps > 0:
-        lr = lr * tf.minimum(1.0, (step + 1.0) / cfg.warmup_steps)
-    return lr
-
-
-class LearningRate(keras.optimizers.schedules.LearningRateSchedule):
-    """Keras wrapper around the pure function `learning_rate(step, cfg)`."""
-
-    def __init__(self, cfg):
-        self.cfg = cfg
-
-    def __call__(self, step):
-        return learning_rate(step, self.cfg)
-
-    def get_config(self):
-        return {}
+    """The learning rate at `step` (a Python int or a tensor): the schedule of Section 4,
+    resnet_nobn/schedule.py's StepSchedule, the one the optimizer follows."""
+    return StepSchedule.of(cfg)(step)
 
 
 def build(cfg: TrainConfig, strategy):
@@ -57,11 +33,12 @@ def build(cfg: TrainConfig, strategy):
         "float32" if cfg.mixed_precision == "float32" else f"mixed_{cfg.mixed_precision}")
     try:
         with strategy.scope():
-            model = model_lib.build_model(cfg.model, seed=cfg.seed)
+            model = model_lib.build_model(cfg.model, seed=cfg.seed,
+                                             weight_decay=cfg.weight_decay)
     finally:
         keras.mixed_precision.set_dtype_policy(previous_policy)
     with strategy.scope():
-        optimizer = keras.optimizers.SGD(learning_rate=LearningRate(cfg), momentum=cfg.momentum)
+        optimizer = recipes.optimizer(cfg)
         if cfg.mixed_precision == "float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
@@ -186,8 +163,8 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
             logits = tf.cast(logits, tf.float32)
             per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
             cross_entropy = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            decay = cfg.weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(k, tf.float32))
-                                                 for k in kernels])
+            # the weight decay the model carries (build_model's kernel regularizers, as fit adds)
+            decay = tf.add_n([tf.cast(term, tf.float32) for term in model.losses] + [0.0])
             loss = cross_entropy + tf.nn.scale_regularization_loss(decay)
             scaled = optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, variables)

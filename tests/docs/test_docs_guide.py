@@ -72,12 +72,15 @@ def test_readme_leaves_measured_figures_to_the_pages_that_give_their_command():
 
 
 def test_readme_set_up_block_works_as_copied_without_a_gpu():
-    """Copied as is, the first block installs the build that runs everywhere (requirements.txt);
-    the CUDA build is the line beside it, a comment, so that it is not installed by copying."""
+    """Copied as is, the first block installs the build that runs everywhere (requirements.txt,
+    then the package), trains and tests; the CUDA build is the line beside it, a comment, so
+    that it is not installed by copying."""
     first = re.search(r"^```bash\n(.*?)^```", _read(README), flags=re.M | re.S).group(1)
     commands = [line for line in first.splitlines() if not line.lstrip().startswith("#")]
     comments = [line for line in first.splitlines() if line.lstrip().startswith("#")]
     assert any("pip install -r requirements.txt" in line for line in commands), first
+    assert any("pip install -e ." in line for line in commands), first  # the package, then
+    assert "python -m pytest tests" in commands, first  # the three commands: install, train, test
     assert not any("requirements-gpu.txt" in line for line in commands), first
     assert any("pip install -r requirements-gpu.txt" in line for line in comments), first
 

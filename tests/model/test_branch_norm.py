@@ -112,5 +112,5 @@ def test_tensorboard_has_the_bound_beside_the_branch_norm(tmp_path):
 
 
 def test_max_branch_norm_with_batch_norm_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="--max_branch_norm"):
+    with pytest.raises(ValueError, match=r"TrainConfig\.max_branch_norm"):
         tiny_config(tmp_path, norm="batch", init="he", max_branch_norm=1.0)

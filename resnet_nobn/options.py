@@ -1,0 +1,88 @@
+"""Configuration fields as command-line options: their metadata, checks, and the one error
+that names a field in the caller's words.
+
+A field made with `option(...)` carries its help, unit and bounds; `check(obj)` checks each
+option of a config object; `coerce(obj)` turns what Python may give (a list, one int where the
+command line takes one number) into the field's tuple. A failed check is a `ConfigError`, written
+once in the words of the command line (`--stem_width`): `str(e)` names the fields as Python does
+(`ModelConfig.stem_width`), `e.flag_words` as the command line does. Imports no TensorFlow.
+"""
+import dataclasses
+import math
+import re
+
+FLOAT32_MAX = 3.4028234663852886e38  # every float option is used as a float32
+
+
+class ConfigError(ValueError):
+    """A configuration's value failed its check. `str(e)`: each `--name` of the message written
+    as the dataclass field it is (`ModelConfig.stem_width`, `TrainConfig.learning_rate`), for a
+    caller in Python; `flag_words`: the message as written, for a command line."""
+
+    def __init__(self, flag_words, owners):
+        self.flag_words = flag_words
+        super().__init__(re.sub(r"--(\w+)", lambda m: _python_name(m.group(1), owners), flag_words))
+
+
+def _python_name(name, owners):
+    for cls in owners:
+        if name in {f.name for f in dataclasses.fields(cls)}:
+            return f"{cls.__name__}.{name}"
+    return f"--{name}"
+
+
+def flag_words(error):
+    """The message of `error` in the words of the command line (a ConfigError's `flag_words`)."""
+    return error.flag_words if isinstance(error, ConfigError) else str(error)
+
+
+def option(default, help, unit=None, lower=None, upper=None, choices=None, check=None, **flag):
+    """A field that is a command-line option: `help` and `unit` for --help; `lower`/`upper`
+    bounds, `choices`, and `check` = (predicate, message) are its checks; `flag` holds what only
+    the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage)."""
+    return dataclasses.field(default=default, metadata=dict(
+        help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, **flag))
+
+
+def options(cls):
+    """The fields of `cls` that are command-line options."""
+    return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+
+
+def coerce(obj, stages=None):
+    """Sets each tuple option of the frozen `obj` given as a list (or another sequence) to a
+    tuple, and one given as one int to what that number means on the command line: one entry per
+    stage (`one_for_all`, `stages` of them), else a one-entry tuple (`lr_boundaries=30000`)."""
+    for f in options(obj):
+        v = getattr(obj, f.name)
+        if not isinstance(f.default, tuple) or isinstance(v, (str, bytes, tuple)):
+            continue
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = (v,) * (stages(obj) if f.metadata.get("one_for_all") else 1)
+        elif isinstance(v, (list, range)):
+            v = tuple(v)
+        object.__setattr__(obj, f.name, v)
+
+
+def check(obj):
+    """ValueError, in the words of the command line, for the first option of `obj` that fails
+    its checks (finite, bounds, choices, `check`)."""
+    for f in options(obj):
+        m, v = f.metadata, getattr(obj, f.name)
+        if isinstance(f.default, tuple) and not isinstance(v, tuple):
+            raise ValueError(f"--{f.name}={v!r} is not a list of integers; give a tuple, e.g. "
+                             f"{f.default!r}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"--{f.name} must be a finite number")
+        if isinstance(v, float) and abs(v) > FLOAT32_MAX:  # the network computes in float32
+            raise ValueError(f"--{f.name}={v:g} is beyond float32's range (at most "
+                             f"{FLOAT32_MAX:.4g})")
+        lower, upper = m["lower"], m["upper"]
+        if (lower is not None and v < lower) or (upper is not None and v > upper):
+            bounds = (f"in [{lower}, {upper}]" if None not in (lower, upper) else
+                      f"at least {lower}" if upper is None else f"at most {upper}")
+            raise ValueError(f"--{f.name}={v} must be {bounds}")
+        if m["choices"] and v not in m["choices"]:
+            raise ValueError(f"--{f.name}={v}: choose one of {', '.join(m['choices'])}")
+        if m["check"] and not m["check"][0](v):
+            raise ValueError(f"--{f.name} {m['check'][1]}")

@@ -1,0 +1,51 @@
+"""The learning-rate schedule of Section 4 as a registered, serializable Keras schedule.
+
+`StepSchedule` is the one definition of the rate at a step: linear warm-up over `warmup_steps`
+(0 in the paper), then either a piecewise-constant schedule (`lr * decay_factor ** #boundaries
+passed`: CIFAR, 0.05 / 10 at 30k and 50k) or, when `decay_every > 0`, an exponential staircase
+(`lr * decay_factor ** floor(step / every)`: ImageNet, 0.1 * 0.94 every two epochs). Its config
+is TrainConfig's schedule fields, so an optimizer using it saves in a `.keras` file and loads
+again (registered as `resnet_nobn>StepSchedule`: give `resnet_nobn.custom_objects()` to
+keras.saving.load_model). Written with keras.ops, so it runs on any Keras backend; on
+TensorFlow it is the same float32 computation the trainer always ran.
+"""
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="resnet_nobn")
+class StepSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """The rate at `step` (an int or a tensor; float32), from the TrainConfig fields
+    learning_rate, lr_boundaries, lr_decay_factor, lr_decay_every and warmup_steps."""
+
+    def __init__(self, learning_rate=0.05, boundaries=(30_000, 50_000), decay_factor=0.1,
+                 decay_every=0, warmup_steps=0):
+        self.learning_rate = float(learning_rate)
+        self.boundaries = tuple(int(b) for b in boundaries)
+        self.decay_factor = float(decay_factor)
+        self.decay_every = int(decay_every)
+        self.warmup_steps = int(warmup_steps)
+
+    @classmethod
+    def of(cls, cfg):
+        """The schedule of a TrainConfig."""
+        return cls(cfg.learning_rate, cfg.lr_boundaries, cfg.lr_decay_factor, cfg.lr_decay_every,
+                   cfg.warmup_steps)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        if self.decay_every > 0:
+            decays = ops.floor(step / self.decay_every)
+        else:
+            decays = 0.0 * step
+            for b in self.boundaries:  # integer counts: exact in any order
+                decays = decays + ops.cast(step >= b, "float32")
+        lr = self.learning_rate * ops.power(self.decay_factor, decays)
+        if self.warmup_steps > 0:
+            lr = lr * ops.minimum(1.0, (step + 1.0) / self.warmup_steps)
+        return lr
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "boundaries": list(self.boundaries),
+                "decay_factor": self.decay_factor, "decay_every": self.decay_every,
+                "warmup_steps": self.warmup_steps}

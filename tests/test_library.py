@@ -1,0 +1,127 @@
+"""The package as a library (docs/library.md): its public names load no TensorFlow until used,
+configs made in Python name their fields, the Standardize layer is the pipeline's, a model.keras
+loaded in a fresh process fails pointing at the fix and loads with it, and the page's code and
+the example script run as printed."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import resnet_nobn
+from tests.helpers import ROOT
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONPATH=ROOT)
+TINY = dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8)
+
+
+def _python(code_or_args, cwd, timeout=300):
+    args = ["-c", code_or_args] if isinstance(code_or_args, str) else code_or_args
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+def test_import_loads_no_tensorflow_and_the_names_load_their_modules(tmp_path):
+    p = _python("import sys, resnet_nobn\n"
+                "assert not {'tensorflow', 'keras'} & set(sys.modules), 'TensorFlow loaded'\n"
+                "cfg = resnet_nobn.ModelConfig(); recipe = resnet_nobn.recipes.cifar()\n"
+                "assert not {'tensorflow', 'keras'} & set(sys.modules), 'configs load TensorFlow'\n"
+                "print(sorted(n for n in dir(resnet_nobn) if not n.startswith('_')))", tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    names = eval(p.stdout.strip().splitlines()[-1])
+    assert {"ModelConfig", "TrainConfig", "build_model", "recipes", "train", "custom_objects",
+            "Standardize"} <= set(names)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        resnet_nobn.nothing  # noqa: B018
+
+
+def test_configs_from_python_name_the_field_and_take_lists_and_one_number():
+    with pytest.raises(ValueError, match=r"^ModelConfig\.widths must be non-decreasing and start "
+                                         r"at least at ModelConfig\.stem_width"):
+        resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1))
+    with pytest.raises(resnet_nobn.ConfigError) as e:
+        resnet_nobn.TrainConfig(learning_rate=0.0)
+    assert str(e.value) == "TrainConfig.learning_rate must be positive"
+    assert e.value.flag_words == "--learning_rate must be positive"  # the command line's words
+    one = resnet_nobn.ModelConfig(widths=[8, 16, 32], blocks_per_stage=1, stem_width=8)
+    same = resnet_nobn.ModelConfig(**TINY)
+    assert one == same and hash(one) == hash(same)
+    cfg = resnet_nobn.TrainConfig(model=one, lr_boundaries=[100, 200])
+    assert cfg.lr_boundaries == (100, 200) and isinstance(hash(cfg), int)
+    assert resnet_nobn.TrainConfig(lr_boundaries=300).lr_boundaries == (300,)
+    with pytest.raises(ValueError, match=r"ModelConfig\.blocks_per_stage .*one entry per stage"):
+        resnet_nobn.ModelConfig(blocks_per_stage=(1, 1))
+
+
+def test_standardize_is_the_input_pipelines_and_takes_a_datasets_mean_and_std():
+    import tensorflow as tf
+
+    from resnet_nobn.data import cifar
+    images = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype="uint8")
+    images[1] = 7  # a constant image: the floored standard deviation
+    np.testing.assert_allclose(np.asarray(resnet_nobn.Standardize()(images)),
+                               cifar.standardize(tf.constant(images)).numpy(), rtol=1e-6, atol=1e-6)
+    mean, std = [120.0, 110.0, 100.0], [60.0, 50.0, 40.0]
+    np.testing.assert_allclose(np.asarray(resnet_nobn.Standardize(mean, std)(images)),
+                               (images - np.array(mean)) / np.array(std), rtol=1e-5)
+    with pytest.raises(ValueError, match="both mean and std"):
+        resnet_nobn.Standardize(mean=mean)
+
+
+LOAD = r"""
+import json, sys
+import keras, numpy as np
+x = np.random.default_rng(0).standard_normal((2, 32, 32, 3)).astype("float32")
+try:
+    keras.saving.load_model("model.keras")
+    print("loaded without the classes")
+except Exception as e:
+    print(json.dumps(str(e)))
+import resnet_nobn
+model = keras.saving.load_model("model.keras", custom_objects=resnet_nobn.custom_objects())
+print(json.dumps(np.asarray(model(x)).tolist()))
+"""
+
+
+def test_a_model_keras_without_the_package_fails_naming_it_and_loads_with_custom_objects(tmp_path):
+    import json
+    model = resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=1)
+    model.save(tmp_path / "model.keras")
+    p = _python(LOAD, tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    failure, logits = [json.loads(line) for line in p.stdout.strip().splitlines()[-2:]]
+    # Keras' words point at the fix docs/library.md gives: the module to import, or its classes
+    assert "imported" in failure and "'module': 'resnet_nobn.model." in failure, failure[:500]
+    assert "resnet_nobn>" in failure  # the registered name custom_objects() gives
+    x = np.random.default_rng(0).standard_normal((2, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(logits, np.asarray(model(x)), rtol=1e-5, atol=1e-6)
+
+
+def _blocks(page):
+    text = open(os.path.join(ROOT, "docs", page), encoding="utf-8").read()
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def test_the_library_pages_code_runs_as_printed_and_loads_in_a_fresh_process(tmp_path):
+    train, load = _blocks("library.md")
+    p = _python(train, tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    loss, accuracy = eval(p.stdout.strip().splitlines()[-1])
+    assert np.isfinite(loss) and 0 <= accuracy <= 1
+    assert (tmp_path / "resnet_nobn.keras").exists()
+    p = _python(load, tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert 0 <= int(p.stdout.strip().splitlines()[-1]) < 10
+
+
+def test_the_example_script_fits_and_saves(tmp_path):
+    p = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py"), "--synthetic",
+                 "--steps=3", "--batch_size=16", "--train_size=40", "--test_size=32",
+                 "--widths=8,16,32", f"--save={tmp_path / 'm.keras'}"], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert re.search(r"test accuracy [\d.]+ +loss [\d.]+ +after 3 steps", p.stdout), p.stdout
+    assert (tmp_path / "m.keras").exists()
+    no_data = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py")], tmp_path)
+    assert no_data.returncode == 2 and "--data_dir" in no_data.stderr
