@@ -3,8 +3,8 @@
 Each field carries its command-line help, unit and bounds (`dataclasses.field(metadata=...)`):
 resnet_nobn/cli.py makes one flag of each, with its default from a recipe (resnet_nobn/recipes.py;
 the dataclass defaults are the paper's CIFAR recipe, Table 1 and Section 4), and every value is
-checked here when a config is made (`_check`, then ModelConfig's checks across fields), with
-messages in the words of the command line. The model, input pipeline and training loop read
+checked when a config is made (`check` of resnet_nobn/options.py, then ModelConfig's checks
+across fields), with messages in the words of the command line. The model, input pipeline and training loop read
 only these objects, never absl FLAGS, so they import and test without a command line. A saved
 config.json of any version is read back `as_today` (absent fields, numbers in another JSON type).
 This module imports no TensorFlow, so the command line is parsed and checked before TensorFlow
@@ -16,57 +16,13 @@ import math
 import typing
 
 from resnet_nobn.datasets import DATASETS, of_recipe
+from resnet_nobn.options import INTS, increasing_steps, option
+from resnet_nobn.options import check as _check, options  # noqa: F401 (options: cli.py's)
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
 HEADS = ("random", "trained")
 PRECISIONS = ("float32", "float16", "bfloat16")
-FLOAT32_MAX = 3.4028234663852886e38  # every float option is used as a float32
-
-
-def _positive_ints(values):
-    return len(values) > 0 and all(v > 0 for v in values)
-
-
-def _increasing_steps(values):
-    return all(v > 0 for v in values) and list(values) == sorted(set(values))
-
-
-INTS = (_positive_ints, "must be a comma list of positive integers, e.g. 64,128,256")
-
-
-def option(default, help, unit=None, lower=None, upper=None, choices=None, check=None, **flag):
-    """A field that is a command-line option: `help` and `unit` for --help; `lower`/`upper`
-    bounds, `choices`, and `check` = (predicate, message) are its checks; `flag` holds what only
-    the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage)."""
-    return dataclasses.field(default=default, metadata=dict(
-        help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, **flag))
-
-
-def options(cls):
-    """The fields of `cls` that are command-line options."""
-    return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
-
-
-def _check(obj):
-    """ValueError, in the words of the command line, for the first option of `obj` that fails
-    its checks (finite, bounds, choices, `check`)."""
-    for f in options(obj):
-        m, v = f.metadata, getattr(obj, f.name)
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"--{f.name} must be a finite number")
-        if isinstance(v, float) and abs(v) > FLOAT32_MAX:  # the network computes in float32
-            raise ValueError(f"--{f.name}={v:g} is beyond float32's range (at most "
-                             f"{FLOAT32_MAX:.4g})")
-        lower, upper = m["lower"], m["upper"]
-        if (lower is not None and v < lower) or (upper is not None and v > upper):
-            bounds = (f"in [{lower}, {upper}]" if None not in (lower, upper) else
-                      f"at least {lower}" if upper is None else f"at most {upper}")
-            raise ValueError(f"--{f.name}={v} must be {bounds}")
-        if m["choices"] and v not in m["choices"]:
-            raise ValueError(f"--{f.name}={v}: choose one of {', '.join(m['choices'])}")
-        if m["check"] and not m["check"][0](v):
-            raise ValueError(f"--{f.name} {m['check'][1]}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +127,7 @@ class TrainConfig:
                                   check=(lambda v: v > 0, "must be positive"))
     lr_boundaries: tuple = option((30_000, 50_000), "Steps at which the learning rate is "
                                   "multiplied by --lr_decay_factor, increasing comma list (may be "
-                                  "empty).", "steps", check=(_increasing_steps, "must be positive, "
+                                  "empty).", "steps", check=(increasing_steps, "must be positive, "
                                   "strictly increasing steps, e.g. 30000,50000"))
     lr_decay_factor: float = option(0.1, "Factor applied at each boundary, or every "
                                     "--lr_decay_every steps.", lower=0.0, upper=1.0)
