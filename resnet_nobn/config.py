@@ -158,6 +158,9 @@ class TrainConfig:
                                     "||A_j|| < 1; docs/stability.md). 0: off (the paper).",
                                     lower=0.0)
     seed: int = option(0, "Seed of the weight init and of the data order/augmentation.")
+    deterministic: bool = option(False, "TensorFlow's op determinism and the Keras seed (--seed): "
+                                 "a run and its resume give the same weights on a GPU too, at "
+                                 "some cost in speed.")
     # bookkeeping
     model_dir: str = option("/tmp/resnet_nobn", "Directory for checkpoints, TensorBoard "
                             "summaries, config.json and results.json; re-running resumes from it.")
@@ -177,6 +180,11 @@ class TrainConfig:
                                  "evaluation step.", "steps", lower=0)
     strategy: str = option("auto", "tf.distribute strategy; auto: multi_worker if TF_CONFIG is "
                            "set, mirrored with several GPUs, else one_device.", choices=STRATEGIES)
+    profile_steps: tuple = option((), "START,END: trace the steps after START up to END with "
+                                  "TensorFlow's profiler into --model_dir/train (TensorBoard's "
+                                  "Profile tab); empty: off.", "steps", check=(
+                                      lambda v: len(v) in (0, 2) and increasing_steps(v),
+                                      "must be START,END with 0 < START < END, e.g. 100,110"))
     # speed
     xla: bool = option(False, "Compile with XLA: the whole train step on one device, the forward "
                        "and backward pass with several replicas.")
@@ -224,7 +232,8 @@ SCIENTIFIC_FIELDS = ("dataset", "use_synthetic_data", "crop_padding", "batch_siz
 # recorded in results.json with its step). Every field in neither list (the model's;
 # mixed_precision, on which the checkpoint's optimizer state and the numerics depend) is fixed.
 RESUMABLE_FIELDS = ("train_steps", "data_dir", "model_dir", "eval_every", "eval_steps",
-                    "checkpoint_every", "log_every", "steps_per_loop", "strategy", "xla")
+                    "checkpoint_every", "log_every", "steps_per_loop", "strategy", "xla",
+                    "deterministic", "profile_steps")
 
 
 # What an absent field of an older config.json meant. A field added later whose default is what
