@@ -30,6 +30,10 @@ INTS = (lambda v: len(v) > 0 and all(x > 0 for x in v),
         "must be a comma list of positive integers, e.g. 64,128,256")
 
 
+def increasing_steps(values):
+    return all(v > 0 for v in values) and list(values) == sorted(set(values))
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Architecture. The defaults are Table 1 for CIFAR-10."""
@@ -150,8 +154,7 @@ class TrainConfig:
                                   check=(lambda v: v > 0, "must be positive"))
     lr_boundaries: tuple = option((30_000, 50_000), "Steps at which the learning rate is "
                                   "multiplied by --lr_decay_factor, increasing comma list (may be "
-                                  "empty).", "steps", check=(lambda v: all(x > 0 for x in v) and list(v)
-                                  == sorted(set(v)), "must be positive, "
+                                  "empty).", "steps", check=(increasing_steps, "must be positive, "
                                   "strictly increasing steps, e.g. 30000,50000"))
     lr_decay_factor: float = option(0.1, "Factor applied at each boundary, or every "
                                     "--lr_decay_every steps.", lower=0.0, upper=1.0)
@@ -182,6 +185,9 @@ class TrainConfig:
                                     "||A_j|| < 1; docs/stability.md). 0: off (the paper).",
                                     lower=0.0)
     seed: int = option(0, "Seed of the weight init and of the data order/augmentation.")
+    deterministic: bool = option(False, "TensorFlow's op determinism and the Keras seed (--seed): "
+                                 "a run and its resume give the same weights on a GPU too, at "
+                                 "some cost in speed.")
     # bookkeeping
     model_dir: str = option("/tmp/resnet_nobn", "Directory for checkpoints, TensorBoard "
                             "summaries, config.json and results.json; re-running resumes from it.")
@@ -201,6 +207,11 @@ class TrainConfig:
                                  "evaluation step.", "steps", lower=0)
     strategy: str = option("auto", "tf.distribute strategy; auto: multi_worker if TF_CONFIG is "
                            "set, mirrored with several GPUs, else one_device.", choices=STRATEGIES)
+    profile_steps: tuple = option((), "START,END: trace the steps after START up to END with "
+                                  "TensorFlow's profiler into --model_dir/train (TensorBoard's "
+                                  "Profile tab); empty: off.", "steps", check=(
+                                      lambda v: len(v) in (0, 2) and increasing_steps(v),
+                                      "must be START,END with 0 < START < END, e.g. 100,110"))
     # speed
     xla: bool = option(False, "Compile with XLA: the whole train step on one device, the forward "
                        "and backward pass with several replicas.")
@@ -261,7 +272,8 @@ SCIENTIFIC_FIELDS = ("dataset", "class_names", "use_synthetic_data", "crop_paddi
 # recorded in results.json with its step). Every field in neither list (the model's;
 # mixed_precision, on which the checkpoint's optimizer state and the numerics depend) is fixed.
 RESUMABLE_FIELDS = ("train_steps", "data_dir", "model_dir", "eval_every", "eval_steps",
-                    "checkpoint_every", "log_every", "steps_per_loop", "strategy", "xla")
+                    "checkpoint_every", "log_every", "steps_per_loop", "strategy", "xla",
+                    "deterministic", "profile_steps")
 
 
 # What an absent field of an older config.json meant. A field added later whose default is what

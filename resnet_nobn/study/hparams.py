@@ -1,26 +1,13 @@
 """The study's hyperparameters for TensorBoard's HParams dashboard: the experiment summary at the
 study's root (every hparam with its values, and the metrics) and one hp.hparams per run, written
-into the run's directory so TensorBoard pairs it with the run's train/ and eval/ summaries.
+into the run's directory before the run starts, with the study's trial id (the trainer writes it
+in a run outside a study: resnet_nobn/train/summaries.py, whose `hparams_of` both use).
 """
 import os
 
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.study.grid import OPTIONAL, blocks_text, run_name
+from resnet_nobn.study.grid import OPTIONAL, run_name
 from resnet_nobn.train.rundir import CKPT, CONFIG, EVAL, SUMMARIES, TRAIN, read_json
-
-
-def hparams_of(cfg):
-    """The hyperparameters shown in TensorBoard for one run (scalars only)."""
-    m = cfg.model
-    return {"dataset": cfg.dataset, "norm": m.norm, "init": m.init, "head": m.head,
-            "blocks_per_stage": blocks_text(m.blocks_per_stage),
-            "relu_leakiness": float(m.relu_leakiness), "clip_norm": float(cfg.clip_norm),
-            "residual_blocks": int(sum(m.blocks_per_stage)),
-            "widths": ",".join(str(w) for w in m.widths), "seed": int(cfg.seed),
-            "learning_rate": float(cfg.learning_rate), "warmup_steps": int(cfg.warmup_steps),
-            "batch_size": int(cfg.batch_size), "train_steps": int(cfg.train_steps),
-            "weight_decay": float(cfg.weight_decay), "synthetic_data": bool(cfg.use_synthetic_data),
-            "mixed_precision": cfg.mixed_precision, "xla": bool(cfg.xla)}
 
 
 METRICS = ((EVAL, "top1_error", "test top-1 error"), (EVAL, "top5_error", "test top-5 error"),
@@ -32,6 +19,7 @@ def write_hparams_config(root, configs):
     already under ROOT (several studies may share a root), and the metrics."""
     import tensorflow as tf
     from tensorboard.plugins.hparams import api as hp
+    from resnet_nobn.train.summaries import hparams_of
     os.makedirs(root, exist_ok=True)
     for name in os.listdir(root):  # one experiment config at the root: replace the previous one
         if name.startswith("events.out.tfevents."):
@@ -59,15 +47,7 @@ def write_hparams_config(root, configs):
 
 
 def write_run_hparams(cfg):
-    """hp.hparams in the run's directory (once), so TensorBoard pairs it with train/ and eval/."""
-    import tensorflow as tf
-    from tensorboard.plugins.hparams import api as hp
-    os.makedirs(cfg.model_dir, exist_ok=True)
-    if any(n.startswith("events.out.tfevents.") for n in os.listdir(cfg.model_dir)):
-        return False
-    writer = tf.summary.create_file_writer(cfg.model_dir)
-    with writer.as_default():
-        # the trial id is TensorBoard's group: runs of one id are one row of the HParams tab
-        hp.hparams(hparams_of(cfg), trial_id=run_name(cfg, OPTIONAL))
-    writer.close()
-    return True
+    """The run's hp.hparams (resnet_nobn/train/summaries.py), once, with the study's trial id: the
+    run's directory under the root."""
+    from resnet_nobn.train import summaries  # loads TensorFlow
+    return summaries.write_run_hparams(cfg, trial_id=run_name(cfg, OPTIONAL))

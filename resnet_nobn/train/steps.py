@@ -3,14 +3,15 @@ Section 4, the training loop and the evaluation step.
 
 Keras 3 `model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585), so the step is
 `strategy.run` inside a `tf.function`, over `distribute_datasets_from_function`, with Keras layers
-and the Keras SGD optimizer (which all-reduces the gradients itself: each replica's loss is scaled
-by the *global* batch with `tf.nn.compute_average_loss`). Single-device, multi-GPU and multi-worker
-runs share this code.
+and the Keras SGD optimizer. Each replica's loss is scaled by the *global* batch
+(`tf.nn.compute_average_loss`); the step all-reduces the gradient once (`global_gradient`), bounds
+it, and hands the sum to an SGD that does not all-reduce it again (`SummedSGD`): one gradient
+all-reduce per step (`python bench/collectives.py` counts them). Single-device, multi-GPU and
+multi-worker runs share this code.
 """
 import keras
 import tensorflow as tf
 
-from resnet_nobn import recipes
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.model import lipschitz, network as model_lib
 from resnet_nobn.schedule import StepSchedule
@@ -20,6 +21,16 @@ def learning_rate(step, cfg: TrainConfig):
     """The learning rate at `step` (a Python int or a tensor): the schedule of Section 4,
     resnet_nobn/schedule.py's StepSchedule, the one the optimizer follows."""
     return StepSchedule.of(cfg)(step)
+
+
+class SummedSGD(keras.optimizers.SGD):
+    """Keras SGD applying a gradient already summed over the replicas (`global_gradient`): Keras'
+    own all-reduce of it (in `_backend_update_step`, keras/src/backend/tensorflow/optimizer.py;
+    Keras 3 has no switch for it) is skipped, so a step all-reduces its gradient once. Each replica
+    must pass the same, global gradient. Its checkpoints are SGD's (same variables, same names)."""
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return list(grads_and_vars)
 
 
 def build(cfg: TrainConfig, strategy):
@@ -38,7 +49,7 @@ def build(cfg: TrainConfig, strategy):
     finally:
         keras.mixed_precision.set_dtype_policy(previous_policy)
     with strategy.scope():
-        optimizer = recipes.optimizer(cfg)
+        optimizer = SummedSGD(learning_rate=StepSchedule.of(cfg), momentum=cfg.momentum)
         if cfg.mixed_precision == "float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
@@ -136,7 +147,7 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     tf.function; each replica adds its step's values to its own slot of an on-read summed
     variable; reading it once at the end is the loop's only reduction (one collective). With
     --xla the whole replica step, optimizer update included, is compiled on one device; with
-    several replicas, only the forward and backward pass (the update all-reduces).
+    several replicas, only the forward and backward pass (the step all-reduces the gradient).
     With --max_branch_norm=tau > 0, every step ends, in cross-replica context (the same on every
     replica), with the projection of resnet_nobn/model/lipschitz.py: no block's bound exceeds tau.
     The step runs `model`'s layers through a second Keras model that also outputs the `pool`
@@ -188,8 +199,8 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         if cfg.clip_norm > 0 or cfg.agc > 0:
             total, bound = bound_gradients(total, variables, kernels, cfg, norm, loss_scale)
         # each replica adds its share of the step's values (`sums` is summed over replicas), and
-        # gives Keras, which sums the replicas' gradients itself, its share of the global one
-        grads = [g / replicas for g in total] if replicas > 1 else total
+        # gives SummedSGD the global gradient itself (no second all-reduce)
+        grads = total
         values = tf.concat([values, tf.stack([norm / tf.cast(loss_scale, tf.float32),
                                               tf.cast(bound, tf.float32),
                                               *batch_statistics(moments, num_classes)]) / replicas],

@@ -10,7 +10,6 @@ import math
 import os
 import time
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -21,7 +20,7 @@ from resnet_nobn.data.standardization import DATASET, RECORD
 from resnet_nobn.errors import UserError
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.train import (checkpoints, cluster, failures, lock, monitor, multiworker,
-                               provenance, resume, rundir, steps)
+                               profiling, provenance, resume, rundir, steps, summaries)
 from resnet_nobn.train.train_log import TrainLog
 
 
@@ -52,6 +51,9 @@ class Trainer:
         self.chief = cluster.is_chief(self.strategy)
         self.task_id = cluster.task_id(self.strategy)
         self.device_kind, self.device_count, description = cluster.devices_of(self.strategy)
+        self.device_names = provenance.device_names(self.strategy)
+        if cfg.deterministic:  # before anything draws a random number
+            provenance.make_deterministic(cfg.seed)
         log(description, self.chief)
         check_memory(cfg, replicas)
         self.input = inputs.make_input(cfg)
@@ -105,6 +107,7 @@ class Trainer:
         cfg = self.cfg
         ends = [cfg.train_steps, step + (cfg.steps_per_loop or cfg.log_every)]
         ends += [(step // k + 1) * k for k in (cfg.log_every, cfg.checkpoint_every, cfg.eval_every)]
+        ends += [s for s in cfg.profile_steps if s > step]  # a trace holds whole loops
         return min(ends) - step
 
     # -- evaluation ----------------------------------------------------------------------------
@@ -154,7 +157,7 @@ class Trainer:
             "strategy": type(self.strategy).__name__,
             "images_per_sec": images_per_sec, "wall_time_s": wall_time,
             "seed": recorded["seed"],
-            "tf_version": tf.__version__, "keras_version": keras.__version__,
+            **provenance.versions(), "device_names": self.device_names,
             "git_commit": provenance.git_commit(),
             "history": history,
             **self.train_log.results(),
@@ -192,6 +195,7 @@ class Trainer:
             with writers[rundir.EVAL].as_default(step=step):
                 for k in ("top1_error", "top5_error", "eval_loss"):
                     tf.summary.scalar(k, ev[k])
+                summaries.kernel_histograms(self.model, step)
             writers[rundir.EVAL].flush()
         return self.write_results(history, wall_time, images_per_sec) if self.chief else None
 
@@ -245,8 +249,13 @@ class Trainer:
 
         writers = None
         if self.chief:
+            summaries.write_run_hparams(cfg)  # unless a study wrote it
             writers = {k: tf.summary.create_file_writer(os.path.join(cfg.model_dir, k))
                        for k in rundir.SUMMARIES}
+            if not restored:
+                with writers[rundir.TRAIN].as_default():
+                    summaries.augmented_images(self.input.train_dataset(
+                        tf.distribute.InputContext(), cfg.batch_size, 0), self.step)
         results = None
         if self.step > 0 and self._eval_due(self.step, history):  # interrupted before evaluating
             results = self._evaluate_and_record(history, writers, wall_before, None)
@@ -256,11 +265,13 @@ class Trainer:
         t_log, step_log = t_start, self.step
         window = np.zeros(steps.SUMS)
         images_per_sec = None
-        step = self.step
+        step, profiler = self.step, profiling.Profiler(cfg, self.chief)
         while step < cfg.train_steps:
             n = self.loop_length(step)
+            profiler.before(step)
             sums = self.train_loop(iterator, n)
             step += n
+            profiler.after(step)
             if self.preemption:
                 self.preemption.save_checkpoint_if_preempted()
             self.checkpoints.record_loss(float(sums[1]) / n)
@@ -294,6 +305,7 @@ class Trainer:
                 results = self._evaluate_and_record(history, writers,
                                                     wall_before + time.time() - t_start, images_per_sec)
         del iterator
+        profiler.stop()
         if writers:
             for w in writers.values():
                 w.close()

@@ -1,0 +1,82 @@
+"""What a run shows of itself: a profiler trace of --profile_steps (one device and 2 replicas), the
+TensorBoard tags beyond the scalars (HParams, kernel histograms, augmented images), --deterministic
+in config.json, and the versions and device names in results.json."""
+import glob
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from helpers import tiny_config
+from resnet_nobn.model import network as model_lib
+from resnet_nobn.train import trainer as train_lib
+
+
+def tags(directory):
+    """{tag: [steps]} of the event files directly in `directory`."""
+    out = {}
+    for path in glob.glob(os.path.join(directory, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for v in event.summary.value:
+                out.setdefault(v.tag, []).append(event.step)
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
+def test_profile_steps_write_a_trace_tensorboard_reads(tmp_path, strategy):
+    cfg = tiny_config(tmp_path, train_steps=5, steps_per_loop=5, profile_steps=(2, 4),
+                      strategy=strategy, use_synthetic_data=False, eval_steps=1)
+    with tfds.testing.mock_data(num_examples=16):
+        trainer = train_lib.Trainer(cfg)
+        loops = []
+        trainer.train_loop = lambda it, n, run=trainer.train_loop: (loops.append(n), run(it, n))[1]
+        trainer.run()
+    assert loops == [2, 2, 1]  # the loops end at START and END: the trace holds steps 3 and 4
+    traces = glob.glob(str(tmp_path / "train" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
+    tf.profiler.experimental.start(str(tmp_path / "again"))  # fails if the run left one running
+    tf.profiler.experimental.stop(save=False)
+
+
+def test_a_run_writes_hparams_kernel_histograms_and_augmented_images(tmp_path):
+    cfg = tiny_config(tmp_path, train_steps=4, eval_every=2, eval_steps=1, log_every=2,
+                      use_synthetic_data=False, seed=3)
+    with tfds.testing.mock_data(num_examples=16):
+        trainer = train_lib.Trainer(cfg)
+        trainer.run()
+    assert "_hparams_/session_start_info" in tags(tmp_path)
+    kernels = ["kernel/" + k.path for k in model_lib.conv_kernels(trainer.model)]
+    assert len(kernels) == 7  # the stem's and two per block
+    evaluation = tags(tmp_path / "eval")
+    for k in kernels:
+        assert evaluation[k] == [2, 4], k  # at each evaluation
+    train = tags(tmp_path / "train")
+    assert train["augmented_images"] == [0]  # once
+    image = [v for path in glob.glob(str(tmp_path / "train" / "events.out.tfevents.*"))
+             for e in tf.compat.v1.train.summary_iterator(path) for v in e.summary.value
+             if v.tag == "augmented_images"][0]
+    pixels = tf.io.decode_png(tf.make_ndarray(image.tensor)[2]).numpy()
+    assert pixels.shape == (32, 32, 3) and pixels.min() == 0 and pixels.max() == 255  # viewable
+
+
+def test_deterministic_turns_on_op_determinism_and_the_seed_and_is_recorded(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(tf.config.experimental, "enable_op_determinism",
+                        lambda: calls.append("ops"))
+    monkeypatch.setattr(keras.utils, "set_random_seed", lambda s: calls.append(("seed", s)))
+    results = train_lib.train(tiny_config(tmp_path, train_steps=2, seed=5, deterministic=True))
+    assert calls == [("seed", 5), "ops"]
+    assert json.load(open(tmp_path / "config.json"))["deterministic"] is True
+    assert results["numpy_version"] == np.__version__
+    assert results["tfds_version"] == tfds.__version__
+    build = tf.sysconfig.get_build_info()
+    assert (results["cuda_version"], results["cudnn_version"]) == (
+        build.get("cuda_version"), build.get("cudnn_version"))
+    assert list(results["device_names"]) == ["/device:CPU:0"]
+    assert results["device_names"]["/device:CPU:0"]
+    off = train_lib.train(tiny_config(tmp_path / "off", train_steps=2))
+    assert calls == [("seed", 5), "ops"] and off["config"]["deterministic"] is False
