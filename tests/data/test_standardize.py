@@ -59,7 +59,7 @@ def test_per_image_is_the_forks_and_both_apply_to_training_and_test_images():
 
 
 def test_synthetic_data_is_refused_in_one_line():
-    with pytest.raises(ValueError, match="--standardize=dataset needs a training split"):
+    with pytest.raises(ValueError, match="standardize=dataset needs a training split"):
         tiny_config("/tmp/unused", standardize="dataset")
     p = run_cli("cifar_train.py", "--use_synthetic_data", "--standardize=dataset")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
