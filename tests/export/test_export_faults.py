@@ -299,7 +299,7 @@ def test_the_card_and_the_docs_say_how_to_load_model_keras_and_the_pixel_limit(m
             'model = keras.saving.load_model("EXPORT_DIR/model.keras", '
             'custom_objects=custom_objects())']
     card = (made / "exp4" / "model_card.md").read_text()
-    docs = open(os.path.join(ROOT, "docs", "training.md")).read()
+    docs = open(os.path.join(ROOT, "docs", "export.md")).read()
     for line in load:
         assert f"\n{line}\n" in card and f"\n  {line}\n" in docs, line
     assert "after `import resnet_nobn`" not in card + docs
