@@ -100,8 +100,11 @@ def test_two_workers_finish_with_identical_weights(tmp_path, cleanup):
     assert results["num_replicas"] == 2
     assert results["strategy"] in ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
     # only the chief wrote anything (and holds the lock); the other worker's scratch is gone
-    assert sorted(os.listdir(model_dir)) == [".lock", "ckpt", "config.json", "eval", "results.json",
-                                             "train"]
+    written = sorted(os.listdir(model_dir))
+    hparams = [n for n in written if n.startswith("events.out.tfevents.")]  # the run's HParams
+    assert len(hparams) == 1, written  # one writer: the chief
+    assert [n for n in written if n not in hparams] == [".lock", "ckpt", "config.json", "eval",
+                                                        "results.json", "train"]
 
 
 def test_sigkill_one_worker_then_restart_finishes(tmp_path, cleanup):

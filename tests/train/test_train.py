@@ -205,7 +205,10 @@ REFUSED_ON_RESUME = dict(dataset="cifar100", use_synthetic_data=False, crop_padd
                          mixed_precision="float16")
 ALLOWED_ON_RESUME = dict(train_steps=9, data_dir="/elsewhere", model_dir="moved", eval_every=2,
                          eval_steps=1, checkpoint_every=2, log_every=2, steps_per_loop=1,
-                         strategy="mirrored", xla=True)
+                         strategy="mirrored", xla=True, deterministic=True, profile_steps=[1, 2])
+# Fixed on resume too, but each needs another dataset to change alone (tests/data:
+# test_standardize.py, test_image_folder.py)
+FIXED_WITH_THE_DATA = ("standardize", "class_names")
 
 
 def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
@@ -213,8 +216,9 @@ def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
     from resnet_nobn.train import resume, rundir
     from resnet_nobn.config import SCIENTIFIC_FIELDS, TrainConfig
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"model", "eval_only"}
-    assert set(REFUSED_ON_RESUME) | set(ALLOWED_ON_RESUME) == fields
-    assert set(SCIENTIFIC_FIELDS) <= set(REFUSED_ON_RESUME)
+    assert set(REFUSED_ON_RESUME) | set(ALLOWED_ON_RESUME) | set(FIXED_WITH_THE_DATA) == fields
+    assert set(SCIENTIFIC_FIELDS) <= set(REFUSED_ON_RESUME) | set(FIXED_WITH_THE_DATA)
+    assert set(FIXED_WITH_THE_DATA) <= set(SCIENTIFIC_FIELDS)
     cfg = tiny_config(tmp_path, init="skipinit")  # a net with scalars, for --scalar_lr_factor
     rundir.atomic_write_json(str(tmp_path / "config.json"), cfg.to_json())
     for name, value in REFUSED_ON_RESUME.items():
