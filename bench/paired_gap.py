@@ -18,9 +18,9 @@ import sys
 
 import numpy as np
 from absl import app, flags
-from scipy import stats
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from resnet_nobn.study import stats as report_stats  # noqa: E402  (the report's t interval)
 
 flags.DEFINE_list("a", None, "Side A: model_dirs of finished runs, one per seed.")
 flags.DEFINE_list("b", None, "Side B: model_dirs of finished runs, in the same seed order as --a.")
@@ -35,19 +35,15 @@ def paired_interval(wrong_a, wrong_b, level=0.95):
     and the paired Student t interval over the images. `wrong_*`: (seeds, images) arrays of 0/1
     (1: that seed's network gets that image wrong); the same images in the same order."""
     d = np.mean(wrong_a, axis=0, dtype=np.float64) - np.mean(wrong_b, axis=0, dtype=np.float64)
-    n = d.size
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * np.std(d, ddof=1) / np.sqrt(n)
-    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
+    return (float(d.mean()), *report_stats.interval(d, level))
 
 
 def seed_interval(errors_a, errors_b, level=0.95):
     """(gap, low, high) over seeds: the per-seed differences of test error, Student t; None with
     fewer than two seeds."""
-    d = np.asarray(errors_a) - np.asarray(errors_b)
-    if d.size < 2:
-        return None
-    half = stats.t.ppf(0.5 + level / 2, d.size - 1) * np.std(d, ddof=1) / np.sqrt(d.size)
-    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
+    d = np.asarray(errors_a, np.float64) - np.asarray(errors_b, np.float64)
+    bounds = report_stats.interval(d, level)
+    return None if bounds is None else (float(d.mean()), *bounds)
 
 
 def wrong_on_test(model_dir, data_dir=None, batch=500):
