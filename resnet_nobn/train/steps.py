@@ -109,11 +109,17 @@ def scale_scalar_gradients(grads, variables, scalars, factor):
     return [g * factor if id(v) in scalars else g for g, v in zip(grads, variables)]
 
 
-# What the training loop sums over its steps, in this order: cross-entropy, loss (with the weight
-# decay), top-1 hits, top-5 hits, the global gradient's norm before any bound, 1 for each step
-# whose gradient --clip_norm or --agc changed, and the global batch's `pooled_spread` and
-# `logit_norm` (`batch_statistics`).
-SUMS = 8
+# What the training loop sums over its steps, by name and in the order of its summed vector:
+# cross-entropy, loss (with the weight decay), top-1 hits, top-5 hits, the global gradient's norm
+# before any bound, 1 for each step whose gradient --clip_norm or --agc changed, and the global
+# batch's `pooled_spread` and `logit_norm` (`batch_statistics`).
+LOOP_SUMS = ("cross_entropy", "loss", "top1_hits", "top5_hits", "grad_norm", "bounded_steps",
+             "pooled_spread", "logit_norm")
+
+
+def named_sums(vector):
+    """{LOOP_SUMS name: float} of the vector a compiled `train_loop` returns."""
+    return dict(zip(LOOP_SUMS, (float(v) for v in vector)))
 
 
 def batch_moments(pooled, logits):
@@ -140,8 +146,8 @@ def batch_statistics(moments, num_classes):
 
 def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     """The compiled training loop: `train_loop(iterator, n)` runs n steps on the device and
-    returns the sums over them of the `SUMS` values (cross-entropy, loss, top-1 hits, top-5 hits,
-    the gradient's norm, the steps a bound changed, `pooled_spread`, `logit_norm`).
+    returns the vector of the sums over them of the `LOOP_SUMS` values, in that order (`named_sums`
+    names them).
 
     As in TF Model Garden's Orbit: the `tf.range` loop around `strategy.run` is one
     tf.function; each replica adds its step's values to its own slot of an on-read summed
@@ -162,7 +168,7 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     num_classes = model.output.shape[-1]
     with strategy.scope():
         with_pool = keras.Model(model.inputs, [model.output, model.get_layer("pool").output])
-        sums = tf.Variable(tf.zeros([SUMS]), trainable=False, name="loop_sums",
+        sums = tf.Variable(tf.zeros([len(LOOP_SUMS)]), trainable=False, name="loop_sums",
                            synchronization=tf.VariableSynchronization.ON_READ,
                            aggregation=tf.VariableAggregation.SUM)
         bounds = (lipschitz.BranchBounds(model, estimate=False) if cfg.max_branch_norm > 0
@@ -218,7 +224,7 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
 
     @tf.function
     def train_loop(iterator, steps):
-        strategy.run(lambda: sums.assign(tf.zeros([SUMS])))
+        strategy.run(lambda: sums.assign(tf.zeros([len(LOOP_SUMS)])))
         for _ in tf.range(steps):
             strategy.run(lambda images, labels: add(step_fn(images, labels)), args=next(iterator))
             if bounds is not None:
@@ -228,9 +234,12 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
     return train_loop
 
 
+EVAL_SUMS = ("top1_hits", "top5_hits", "examples", "cross_entropy")  # an evaluation step's sums
+
+
 def build_eval_step(strategy, model):
     """The compiled evaluation step: `eval_step(iterator)` returns the sums over one global batch
-    of (top-1 hits, top-5 hits, examples, cross-entropy), padding weighted 0."""
+    of the `EVAL_SUMS` values, in that order, padding weighted 0."""
 
     def step_fn(images, labels, weights):
         logits = tf.cast(model(images, training=False), tf.float32)

@@ -23,14 +23,15 @@ class TrainLog:
                         if isinstance(e, dict) and e.get("step", math.inf) <= step]
 
     def add(self, step, steps, means, learning_rate):
-        """Records the means over the `steps` steps before `step` of the training loop's sums
-        (resnet_nobn/train/steps.py `SUMS`); returns ({TensorBoard tag: value} of its gradient,
-        the progress line's part: `|grad| 0.842`, with a bound `|grad| 3.1 (bound 12% of
-        steps)`), the tags `pooled_spread` and `logit_norm` too."""
-        cross_entropy, loss, _, _, grad_norm, bound, spread, logit_norm = (float(m) for m in means)
+        """Records `means`, {name: mean over the `steps` steps before `step`} of the training
+        loop's sums (resnet_nobn/train/steps.py `LOOP_SUMS`); returns ({TensorBoard tag: value}
+        of its gradient, `pooled_spread` and `logit_norm`; the progress line's part: `|grad|
+        0.842`, with a bound `|grad| 3.1 (bound 12% of steps)`)."""
+        grad_norm, bound = means["grad_norm"], means["bounded_steps"]
         gradient = {"grad_norm": grad_norm, **({BOUND: bound} if self.bounded else {}),
-                    "pooled_spread": spread, "logit_norm": logit_norm}
-        self.entries.append(dict(step=step, steps=steps, loss=loss, cross_entropy=cross_entropy,
+                    "pooled_spread": means["pooled_spread"], "logit_norm": means["logit_norm"]}
+        self.entries.append(dict(step=step, steps=steps, loss=means["loss"],
+                                 cross_entropy=means["cross_entropy"],
                                  learning_rate=learning_rate, **gradient))
         return gradient, f"|grad| {grad_norm:.3g}" + (
             f" (bound {bound:.0%} of steps)" if self.bounded else "")

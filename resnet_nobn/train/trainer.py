@@ -10,7 +10,6 @@ import math
 import os
 import time
 
-import numpy as np
 import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
@@ -93,12 +92,13 @@ class Trainer:
             lambda ctx: self.input.train_dataset(ctx, self.cfg.batch_size, start_step)))
 
     def train_loop(self, iterator, num_steps):
-        """Trains `num_steps` steps in one compiled loop; returns the sums over them of
-        (cross-entropy, loss, top-1 hits, top-5 hits), read once (the loop's host round-trip)."""
+        """Trains `num_steps` steps in one compiled loop; returns {name: sum over them} of
+        steps.LOOP_SUMS (the loss, cross-entropy, top-1 hits, ...), read once (the loop's host
+        round-trip)."""
         if self._train_loop is None:
             self._train_loop = steps.build_train_loop(self.cfg, self.strategy, self.model,
                                                       self.optimizer)
-        return self._train_loop(iterator, tf.constant(num_steps)).numpy()
+        return steps.named_sums(self._train_loop(iterator, tf.constant(num_steps)).numpy())
 
     def loop_length(self, step):
         """Steps of the loop starting at `step`: --steps_per_loop (0: --log_every), cut at the
@@ -126,13 +126,15 @@ class Trainer:
 
         dist = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dist)
-        totals = np.zeros(4)
+        totals = dict.fromkeys(steps.EVAL_SUMS, 0.0)
         for _ in range(batches):
-            totals += np.array([float(t) for t in self._eval_step(iterator)])
+            for k, t in zip(steps.EVAL_SUMS, self._eval_step(iterator)):
+                totals[k] += float(t)
         del iterator
-        top1, top5, count, ce = totals
-        return {"top1_error": 1.0 - top1 / count, "top5_error": 1.0 - top5 / count,
-                "eval_loss": ce / count, "eval_examples": int(count)}
+        count = totals["examples"]
+        return {"top1_error": 1.0 - totals["top1_hits"] / count,
+                "top5_error": 1.0 - totals["top5_hits"] / count,
+                "eval_loss": totals["cross_entropy"] / count, "eval_examples": int(count)}
 
     # -- results -------------------------------------------------------------------------------
 
@@ -263,7 +265,7 @@ class Trainer:
 
         t_start = time.time()
         t_log, step_log = t_start, self.step
-        window = np.zeros(steps.SUMS)
+        window = dict.fromkeys(steps.LOOP_SUMS, 0.0)
         images_per_sec = None
         step, profiler = self.step, profiling.Profiler(cfg, self.chief)
         while step < cfg.train_steps:
@@ -274,31 +276,32 @@ class Trainer:
             profiler.after(step)
             if self.preemption:
                 self.preemption.save_checkpoint_if_preempted()
-            self.checkpoints.record_loss(float(sums[1]) / n)
-            if not math.isfinite(sums[1]):
+            self.checkpoints.record_loss(sums["loss"] / n)
+            if not math.isfinite(sums["loss"]):
                 raise self.checkpoints.diverged("the loss")
-            window += sums
+            window = {k: window[k] + sums[k] for k in window}
             if step % cfg.log_every == 0 or step == cfg.train_steps:
                 now = time.time()
                 n = step - step_log
                 images_per_sec = n * cfg.batch_size / max(now - t_log, 1e-9)
-                ce, total, top1, top5, *_ = means = window / max(n, 1)
+                means = {k: v / max(n, 1) for k, v in window.items()}
                 lr = float(steps.learning_rate(step - 1, cfg))
                 eta = (cfg.train_steps - step) * (now - t_log) / max(n, 1)
                 gradient, text = self.train_log.add(step, n, means, lr)
-                log(f"step {step}/{cfg.train_steps}  loss {total:.4f}  xent {ce:.4f}  lr {lr:.4g}  "
+                log(f"step {step}/{cfg.train_steps}  loss {means['loss']:.4f}  "
+                    f"xent {means['cross_entropy']:.4f}  lr {lr:.4g}  "
                     f"{text}  {images_per_sec:.1f} img/s  eta {hms(eta)}", self.chief)
                 if writers:
                     with writers[rundir.TRAIN].as_default(step=step):
-                        tf.summary.scalar("loss", total)
-                        tf.summary.scalar("cross_entropy", ce)
+                        tf.summary.scalar("loss", means["loss"])
+                        tf.summary.scalar("cross_entropy", means["cross_entropy"])
                         tf.summary.scalar("learning_rate", lr)
-                        tf.summary.scalar("top1_error", 1.0 - top1 / cfg.batch_size)
-                        tf.summary.scalar("top5_error", 1.0 - top5 / cfg.batch_size)
+                        tf.summary.scalar("top1_error", 1.0 - means["top1_hits"] / cfg.batch_size)
+                        tf.summary.scalar("top5_error", 1.0 - means["top5_hits"] / cfg.batch_size)
                         tf.summary.scalar("images_per_sec", images_per_sec)
                         for tag, value in {**gradient, **self.monitor.scalars()}.items():
                             tf.summary.scalar(tag, value)
-                t_log, step_log, window = now, step, np.zeros(steps.SUMS)
+                t_log, step_log, window = now, step, dict.fromkeys(steps.LOOP_SUMS, 0.0)
             if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
                 self.checkpoints.save()
             if self._eval_due(step, history):
