@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resnet_nobn import recipes  # noqa: E402
 from resnet_nobn.recipes import MEASURED, REMEDIES, warmup_rule  # noqa: E402
-from resnet_nobn.train.rundir import atomic_write_json, read_json  # noqa: E402
+from resnet_nobn.files import atomic_write_json, read_json  # noqa: E402
 from stability import NETS, PAPER, long_dir, outcome  # noqa: E402  (neither imports TensorFlow)
 
 ROWS = ["bn", "paper_advice", *REMEDIES, "paper_head_trained", "fixup"]

@@ -32,8 +32,8 @@ from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
 from resnet_nobn.datasets import DATASETS  # noqa: E402
 from resnet_nobn.study.advice import advised_flags  # noqa: E402
-from resnet_nobn.train.rundir import RESULTS, TRAIN, atomic_file, pending_divergence  # noqa: E402
-from resnet_nobn.train.rundir import read_json, retry_flags  # noqa: E402
+from resnet_nobn.files import atomic_file, read_json  # noqa: E402
+from resnet_nobn.train.rundir import RESULTS, TRAIN, pending_divergence, retry_flags  # noqa: E402
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]

@@ -53,8 +53,9 @@ TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
 
 from resnet_nobn import cli, console
 from resnet_nobn.errors import UserError, broken_link, first_line, write_failure
+from resnet_nobn.files import read_json
 from resnet_nobn.study import advice
-from resnet_nobn.train.rundir import RESULTS, read_json
+from resnet_nobn.train.rundir import RESULTS
 
 flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
                     "experiment summary, and the report.")

@@ -11,7 +11,7 @@ input, image size, step, and the `digest` of saved_model/ with that description,
 the export is read).
 
 Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes by
-(resnet_nobn/train/checkpoints.py: after a divergence, the newest taken before the blow-up), or the
+(resnet_nobn/train/rollback.py: after a divergence, the newest taken before the blow-up), or the
 one asked for. Checkpoints from any number of replicas or workers restore alike. The run directory
 is only read, and an export is never written into, over or around it (`check_paths`, before
 TensorFlow loads). `--overwrite` replaces only an earlier export holding nothing but what an export
@@ -30,7 +30,8 @@ from resnet_nobn.errors import UserError, broken_link, disk_full, first_line
 from resnet_nobn.export.files import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
 from resnet_nobn.export.model_card import model_card
 from resnet_nobn.export.serving import run_standardization, serving_archive
-from resnet_nobn.train import rundir
+from resnet_nobn.files import read_json
+from resnet_nobn.train import resume, rundir
 
 
 # --------------------------------------------------------------------------------------------
@@ -42,7 +43,7 @@ def _config(model_dir):
     if not os.path.exists(path):
         raise UserError(f"{model_dir} holds no config.json: not the --model_dir of a training "
                         "run (or the run never started); give the --model_dir you trained with")
-    raw = rundir.read_json(path)
+    raw = read_json(path)
     try:
         return TrainConfig.from_json(raw)
     except (TypeError, ValueError, AttributeError) as e:
@@ -97,7 +98,7 @@ def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
 def check_replaceable(export_dir):
     """UserError unless export_dir is an earlier export holding only what an export writes
     (WRITTEN): what --overwrite may delete."""
-    meta = rundir.read_json(os.path.join(export_dir, META))
+    meta = read_json(os.path.join(export_dir, META))
     if meta is None or "checkpoint" not in meta:
         raise UserError(f"--export_dir={export_dir} is not an export (no {META} of run/export.py); "
                         "--overwrite replaces only an earlier export: give a new directory")
@@ -135,7 +136,7 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
     ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
     re-run would not resume from an explicitly chosen one (or is None). The model is built as
-    the trainer builds it, and the checkpoint chosen by resnet_nobn/train/checkpoints.py's rule.
+    the trainer builds it, and the checkpoint chosen by resnet_nobn/train/rollback.py's rule.
     The initialisation (ckpt-0: nothing trained, e.g. of a run that diverged in its first loop)
     only when asked for with `checkpoint=0`: else UserError."""
     import tensorflow as tf
@@ -143,10 +144,10 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     from resnet_nobn.train import checkpoints, steps
     model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
     ckpt_dir = os.path.join(model_dir, rundir.CKPT)
+    order, _ = resume.resume_order(ckpt_dir, model_dir, cfg.model.num_classes)
     try:
         restored = checkpoints.restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
-                                              model.weights, model_dir, cfg.model.num_classes,
-                                              checkpoint)
+                                              model.weights, ckpt_dir, order, checkpoint)
     except checkpoints.Unusable as e:
         if checkpoint is not None:
             raise UserError(f"--checkpoint={checkpoint} cannot be exported: {e.skipped[0]}; leave "
@@ -207,7 +208,7 @@ def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
 
     from resnet_nobn.model.network import count_params
     names, names_from = label_names(cfg)
-    results = rundir.read_json(os.path.join(model_dir, rundir.RESULTS)) or {}
+    results = read_json(os.path.join(model_dir, rundir.RESULTS)) or {}
     standardize = run_standardization(cfg, results)
     serving_archive(model, cfg, standardize).write_out(os.path.join(tmp, SAVED_MODEL),
                                                        verbose=False)

@@ -8,8 +8,9 @@ import sys
 
 from resnet_nobn import cli
 from resnet_nobn.config import RESUMABLE_FIELDS, differences, resolve_init
+from resnet_nobn.files import read_json
 from resnet_nobn.study import advice
-from resnet_nobn.train.rundir import CONFIG, RESULTS, read_json
+from resnet_nobn.train.rundir import CONFIG, RESULTS
 
 
 def blocks_text(blocks):

@@ -6,8 +6,9 @@ in a run outside a study: resnet_nobn/train/summaries.py, whose `hparams_of` bot
 import os
 
 from resnet_nobn.config import TrainConfig
+from resnet_nobn.files import read_json
 from resnet_nobn.study.grid import OPTIONAL, run_name
-from resnet_nobn.train.rundir import CKPT, CONFIG, EVAL, SUMMARIES, TRAIN, read_json
+from resnet_nobn.train.rundir import CKPT, CONFIG, EVAL, SUMMARIES, TRAIN
 
 
 METRICS = ((EVAL, "top1_error", "test top-1 error"), (EVAL, "top5_error", "test top-5 error"),

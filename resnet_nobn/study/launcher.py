@@ -44,8 +44,8 @@ from resnet_nobn.study import advice
 from resnet_nobn.study.grid import command
 from resnet_nobn.study.hparams import write_run_hparams
 from resnet_nobn.train.lock import holder
-from resnet_nobn.train.rundir import (CONFIG, DIVERGED, RESULTS, atomic_write_json,
-                                      pending_divergence, read_json, retry_flags)
+from resnet_nobn.files import atomic_write_json, read_json
+from resnet_nobn.train.rundir import CONFIG, DIVERGED, RESULTS, pending_divergence, retry_flags
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 STUDY = "study.json"  # in the root: the base settings of the studies run on it (`claim_root`)

@@ -27,7 +27,8 @@ import time
 from resnet_nobn.console import hms
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.train.lock import holder
-from resnet_nobn.train.rundir import CONFIG, RESULTS, read_json
+from resnet_nobn.files import read_json
+from resnet_nobn.train.rundir import CONFIG, RESULTS
 from resnet_nobn.train.train_log import HISTORY
 
 PERIOD_S = 60.0  # at most one progress report a minute (run/ablate.py --progress_every)

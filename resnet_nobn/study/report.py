@@ -21,9 +21,9 @@ from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.study.stats import mean_interval, twin_key, twin_table
 from resnet_nobn.train.lock import holder
-from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, atomic_file,
-                                      atomic_write_text, not_its_own, pending_divergence,
-                                      read_json)
+from resnet_nobn.files import atomic_file, atomic_write_text, read_json
+from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, copied_from_another_run,
+                                      pending_divergence)
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,
 # and where a run ran, for how long and its bookkeeping (what a resume may change).
@@ -34,7 +34,7 @@ def load_runs(root, warn=None):
     """Every run under root: its results.json (if any) with 'run_dir' and 'status' added.
 
     A results.json that is not a run's (another schema, a string where a number belongs) marks
-    its run "unreadable results.json", one that is another run's (rundir.not_its_own) "another
+    its run "unreadable results.json", one that is another run's (rundir.copied_from_another_run) "another
     run's results.json", and neither is counted; a directory whose configuration is not a run's
     (an unrelated config.json) is skipped. Each is said in one line to `warn`, if given.
     """
@@ -50,7 +50,7 @@ def load_runs(root, warn=None):
         own = read_json(os.path.join(dirpath, CONFIG))
         problem = results_problem(raw) if raw is not None else (
             "unreadable or not a JSON object" if os.path.exists(path) else None)
-        foreign = None if raw is None or problem else not_its_own(dirpath, raw, own, root)
+        foreign = None if raw is None or problem else copied_from_another_run(dirpath, raw, own, root)
         results = None if problem or foreign else raw
         status = read_json(os.path.join(dirpath, STATUS)) or {}
         candidates = [(raw or {}).get("config"), own]

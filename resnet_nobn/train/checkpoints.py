@@ -1,60 +1,32 @@
-"""Which checkpoint of a run: saved on schedule, recorded with the loss of the step after it, and
-restored by one rule for a resume, --eval_only and the export (resnet_nobn/export/writer.py).
+"""A run's checkpoints on disk: saved, their losses recorded, tracked, deleted and restored in the
+order given (the policy that picks that order: resnet_nobn/train/rollback.py).
 
 `model_dir/ckpt/` holds tf.train.CheckpointManager's `ckpt-<step>` files (step 0 included, so a
 run that diverges early can restart from its initialisation) and `losses.json`: for each
-checkpoint, the training loss of the step after it, i.e. computed with the checkpoint's weights.
-Each checkpoint also records the run's settings (`recorded`: what a resume is checked against
-when config.json is gone).
-When a run diverges, the trainer writes `model_dir/diverged.json` (the step and the `retry with:`
-advice). The checkpoint restored (`restore_newest`) is:
-
-  * the newest that restores with finite weights, skipping (and naming) any whose files are
-    missing or unreadable or whose weights (or, to train on, optimizer state) are not; if
-    `ckpt/` holds checkpoint files but none restores, the run stops (it never silently starts
-    again at step 0);
-  * after a divergence, the newest taken *before the blow-up*: its weights are finite (the
-    trainer only saves finite weights) and its loss is at most `ln(num_classes)` above the lowest
-    loss recorded up to it, so not already on the way up (`exploded`), or else the
-    initialisation (step 0, whatever the loss of the loop that blew up). A run that trains on
-    from it deletes the checkpoints after it (`Checkpoints.commit`), since it writes its own.
-
-Only the chief writes into model_dir/ckpt; every other worker saves into a scratch directory of
-its own (multi-worker checkpointing needs every worker to save), which it deletes at the end.
+checkpoint, the training loss of the loop after it, computed with its weights. Each checkpoint
+also records the run's settings (`run_config_in_checkpoint`). Only the chief writes into ckpt/;
+every other worker saves into a scratch directory of its own, which it deletes at the end.
 """
 import collections
 import glob
 import json
-import math
 import os
 import shutil
 
 import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.console import log
-from resnet_nobn.errors import TrainingDiverged, UserError, first_line
-from resnet_nobn.recipes import retry_remedy
-from resnet_nobn.train import rundir
+from resnet_nobn.errors import first_line
+from resnet_nobn.files import atomic_write_json, read_json
+from resnet_nobn.train.rundir import CKPT, LOSSES, SCRATCH, losses_of, steps_on_disk
 
 KEEP = 5  # checkpoints kept: enough to go back past a blow-up
-LOSSES = "losses.json"
 RECORD = "run_config"  # each checkpoint's record of the run's settings (config.json's object)
-
-# --------------------------------------------------------------------------------------------
-# the losses record and the resume order (files only)
 
 
 def read_losses(ckpt_dir):
     """{step: training loss at that checkpoint} (a missing or damaged record reads as empty)."""
-    raw = rundir.read_json(os.path.join(ckpt_dir, LOSSES)) or {}
-    out = {}
-    for k, v in raw.items():
-        try:
-            out[int(k)] = None if v is None else float(v)
-        except (TypeError, ValueError):
-            continue
-    return out
+    return losses_of(read_json(os.path.join(ckpt_dir, LOSSES)))
 
 
 def record_loss(ckpt_dir, step, loss):
@@ -65,42 +37,7 @@ def record_loss(ckpt_dir, step, loss):
 
 
 def _write_losses(ckpt_dir, losses):
-    rundir.atomic_write_json(os.path.join(ckpt_dir, LOSSES),
-                             {str(s): losses[s] for s in sorted(losses)})
-
-
-def exploded(step, losses, num_classes):
-    """Why the checkpoint at `step` was taken on the way to a blow-up, or None if it was not. The
-    one of step 0 holds the initialisation, whatever loss its first loop ended with: a retry with
-    other flags may always start from it."""
-    if step == 0:
-        return None
-    loss = losses.get(step)
-    if loss is None:
-        return "no loss recorded with its weights"
-    if not math.isfinite(loss):
-        return f"loss {loss}"
-    best = min((l for s, l in losses.items() if s <= step and l is not None and math.isfinite(l)),
-               default=loss)  # a NaN (step 0's, whatever its loop gave) compares as no minimum
-    if loss > best + math.log(num_classes):
-        return f"loss {loss:.3g}, already {loss - best:.3g} above the lowest {best:.3g}"
-    return None
-
-
-def resume_order(ckpt_dir, model_dir, num_classes):
-    """[(step, reason to skip it or None)] newest first, and the divergence record (or None): the
-    pending one (rundir.pending_divergence), not one results.json records as rolled back already."""
-    diverged = rundir.pending_divergence(model_dir) or None
-    losses = read_losses(ckpt_dir)
-    order = []
-    for step in rundir.steps_on_disk(ckpt_dir):
-        why = None
-        if not os.path.exists(os.path.join(ckpt_dir, f"ckpt-{step}.index")):
-            why = "its .index file is missing"
-        elif diverged is not None:
-            why = exploded(step, losses, num_classes)
-        order.append((step, why))
-    return order, diverged
+    atomic_write_json(os.path.join(ckpt_dir, LOSSES), {str(s): losses[s] for s in sorted(losses)})
 
 
 def write_checkpoint_state(ckpt_dir, steps):
@@ -120,7 +57,7 @@ def write_checkpoint_state(ckpt_dir, steps):
 
 def delete_after(ckpt_dir, step):
     """Deletes every checkpoint file (and loss record) of a step after `step`; returns the steps."""
-    gone = [s for s in rundir.steps_on_disk(ckpt_dir) if s > step]
+    gone = [s for s in steps_on_disk(ckpt_dir) if s > step]
     for s in gone:
         for path in glob.glob(os.path.join(glob.escape(ckpt_dir), f"ckpt-{s}.*")):
             os.remove(path)
@@ -129,11 +66,11 @@ def delete_after(ckpt_dir, step):
     return gone
 
 
-def recorded(model_dir):
-    """(the run's settings as its newest checkpoint records them, a config.json object; where)
-    or None (no checkpoint, or only checkpoints that record none: saved before they did)."""
-    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
-    for step in rundir.steps_on_disk(ckpt_dir):
+def run_config_in_checkpoint(ckpt_dir, steps):
+    """(the run's settings as the newest of the checkpoints `steps` (newest first) records them,
+    a config.json object; where) or None (only checkpoints that record none: saved before they
+    did, or unreadable)."""
+    for step in steps:
         path = os.path.join(ckpt_dir, f"ckpt-{step}")
         try:
             reader = tf.train.load_checkpoint(path)
@@ -144,10 +81,6 @@ def recorded(model_dir):
     return None
 
 
-# --------------------------------------------------------------------------------------------
-# restoring: the one walk over the resume order
-
-
 def nonfinite(variables):
     """Names of the floating-point variables holding a NaN or inf (checked on save and restore)."""
     floats = [v for v in variables if tf.as_dtype(v.dtype).is_floating]
@@ -156,9 +89,8 @@ def nonfinite(variables):
 
 
 # step and path restored; `skipped`: "ckpt-N (why)" of the newer ones passed over; `note`: why a
-# re-run would not resume from an explicitly asked checkpoint (or None); the resume order and the
-# divergence record it was picked from
-Restored = collections.namedtuple("Restored", "step path skipped note order diverged")
+# re-run would not resume from an explicitly asked checkpoint (or None)
+Restored = collections.namedtuple("Restored", "step path skipped note")
 
 
 class Unusable(Exception):
@@ -170,16 +102,14 @@ class Unusable(Exception):
         self.skipped, self.unreadable, self.steps = skipped, unreadable, steps
 
 
-def restore_newest(saved, variables, model_dir, num_classes, only=None, state=()):
-    """Restores into `saved` (a tf.train.Checkpoint) the checkpoint of model_dir/ckpt a re-run
-    resumes from: in `resume_order`, the first that restores whole with finite `variables` (the
-    weights) and `state` (the optimizer's, for a run that trains on: the trainer never saves a
-    non-finite one, so one is a damaged file, not a divergence); or ckpt-`only`, which is restored
-    even if a re-run after a divergence would skip it (`note` says so). Returns Restored, or None
-    when ckpt/ holds no checkpoint (of step `only`); raises Unusable when none restores. Changes
-    nothing on disk."""
-    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
-    order, diverged = resume_order(ckpt_dir, model_dir, num_classes)
+def restore_newest(saved, variables, ckpt_dir, order, only=None, state=()):
+    """Restores into `saved` (a tf.train.Checkpoint) the first checkpoint of `order` ([(step, why
+    to skip it or None)], newest first: rollback.restore_order) that restores whole with finite
+    `variables` (the weights) and `state` (the optimizer's, for a run that trains on: the trainer
+    never saves a non-finite one, so one is a damaged file, not a divergence); or ckpt-`only`,
+    which is restored even if a re-run after a divergence would skip it (`note` says so).
+    Returns Restored, or None when `order` holds no checkpoint (of step `only`); raises Unusable
+    when none restores. Changes nothing on disk."""
     candidates = [(s, why) for s, why in order if only is None or s == only]
     if not candidates:
         return None
@@ -197,7 +127,7 @@ def restore_newest(saved, variables, model_dir, num_classes, only=None, state=()
                 why = first_line(e, 160)
             else:
                 if not nonfinite(variables) and not nonfinite(state):
-                    return Restored(step, path, skipped, note, order, diverged)
+                    return Restored(step, path, skipped, note)
                 why = ("its weights are not finite" if nonfinite(variables) else "its optimizer "
                        "state is not finite: a damaged file, training never saves one")
         elif on_the_way:
@@ -206,120 +136,71 @@ def restore_newest(saved, variables, model_dir, num_classes, only=None, state=()
     raise Unusable(skipped, unreadable == len(skipped), [s for s, _ in candidates])
 
 
-# --------------------------------------------------------------------------------------------
-# the trainer's checkpoints
-
-
 class Checkpoints:
-    """tf.train.CheckpointManager of one run's model and optimizer, with the rules above."""
+    """tf.train.CheckpointManager of one run's model and optimizer: `restore` in the order given,
+    `track` what a run that trains on keeps, `save`, and the loss recorded with each."""
 
-    def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id):
+    def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id, order=()):
         self.cfg, self.model, self.optimizer, self.chief = cfg, model, optimizer, chief
+        self.order = list(order)  # the restore order (rollback.restore_order)
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-        with tf.device("/cpu:0"):  # the run's settings, saved in each checkpoint (`recorded`)
+        with tf.device("/cpu:0"):  # the run's settings, saved in each checkpoint
             record = tf.Variable(json.dumps(cfg.to_json()), trainable=False)
         self.saved = tf.train.Checkpoint(model=model, optimizer=optimizer, **{RECORD: record})
-        self.directory = os.path.join(cfg.model_dir, rundir.CKPT)
-        self.scratch = None if chief else os.path.join(cfg.model_dir, rundir.SCRATCH,
-                                                       f"worker{task_id}")
+        self.directory = os.path.join(cfg.model_dir, CKPT)
+        self.scratch = None if chief else os.path.join(cfg.model_dir, SCRATCH, f"worker{task_id}")
         self.manager = tf.train.CheckpointManager(self.saved, self.scratch or self.directory,
                                                   max_to_keep=KEEP)
-        self.rollbacks = []  # the divergences this run resumed from
-        self._unrecorded = None
-        self._restored = None  # what `restore` picked, for `commit`
+        self.loss_owed_by = None  # the step of the checkpoint whose loss the next loop measures
 
     @property
     def step(self):
         return int(self.optimizer.iterations.numpy())
 
     def restore(self):
-        """Restores the checkpoint a re-run resumes from (`restore_newest`); returns its path, or
-        None when ckpt/ holds no checkpoint file at all. Changes nothing on disk: `commit` does,
-        once the run is known to go ahead."""
-        try:
-            self._restored = restore_newest(self.checkpoint, self.model.variables,
-                                            self.cfg.model_dir, self.cfg.model.num_classes,
-                                            state=() if self.cfg.eval_only
-                                            else self.optimizer.variables)
-        except Unusable as e:
-            if e.steps == [0]:
-                # a kill while the first save ran: nothing was trained yet
-                log(f"skipped {e.skipped[0]}: its save was cut short; the initialisation is made "
-                    "again from --seed", self.chief)
-                return None
-            what = "unreadable (corrupt, or of another architecture)" if e.unreadable else "unusable"
-            raise UserError(f"no checkpoint in {self.directory} can be restored, all are {what} "
-                            f"({e}); move {self.directory} away or use a new --model_dir") from None
-        if self._restored is None:
-            return None
-        if self._restored.skipped:
-            log(f"skipped {', '.join(self._restored.skipped)}", self.chief)
-        return self._restored.path
+        """Restores the first usable checkpoint of `order` (`restore_newest`); returns Restored,
+        or None when there is none; raises Unusable. Changes nothing on disk: `track` does, once
+        the run is known to go ahead."""
+        return restore_newest(self.checkpoint, self.model.variables, self.directory, self.order,
+                              state=() if self.cfg.eval_only else self.optimizer.variables)
 
-    def commit(self):
-        """After `restore`, in a run that trains (chief only): a rollback past a divergence deletes
-        the checkpoints after the one restored and is added to `rollbacks` (the trainer writes it to
-        results.json, then `clear_divergence` deletes diverged.json); the manager tracks
-        the restorable checkpoints up to it, whatever its state file said; the loss of the first
-        loop is recorded for it (one saved just before a stop had none)."""
-        if not self.chief or self._restored is None:
-            return
-        ckpt_dir, step = self.directory, self._restored.step
-        diverged = self._restored.diverged
-        if diverged is not None:
-            gone = delete_after(ckpt_dir, step)
-            self.rollbacks.append(dict(diverged_at=diverged.get("step"), resumed_from=step,
-                                       retry_with=diverged.get("retry_with")))
-            log(f"the run diverged at step {diverged.get('step')}: resuming from ckpt-{step}, "
-                f"taken before the blow-up" + (f" (deleted ckpt-{gone} after it)" if gone else ""),
-                self.chief)
+    def track(self, step):
+        """In a run that trains on from ckpt-`step` (chief only, after any rollback deleted the
+        later ones): the manager tracks the restorable checkpoints up to it, whatever its state
+        file said, and the loss of the first loop is recorded for it (one saved just before a
+        stop had none)."""
         write_checkpoint_state(
-            ckpt_dir, [s for s, why in reversed(self._restored.order) if s <= step and why is None])
-        self.manager = tf.train.CheckpointManager(self.saved, ckpt_dir, max_to_keep=KEEP)
-        self._unrecorded = step  # the first loop trains from its weights: its loss is recorded
-
-    def clear_divergence(self):
-        """After `commit` and once results.json records the rollback (chief only): deletes
-        diverged.json, which a run that trains on from a checkpoint has resumed past. Killed in
-        between, the run reads as resuming, not diverged (rundir.pending_divergence), and the next
-        resume neither rolls back again nor records the rollback twice."""
-        if self.chief and self._restored is not None:
-            path = os.path.join(self.cfg.model_dir, rundir.DIVERGED)
-            if os.path.exists(path):
-                os.remove(path)
+            self.directory, [s for s, why in reversed(self.order) if s <= step and why is None])
+        self.manager = tf.train.CheckpointManager(self.saved, self.directory, max_to_keep=KEEP)
+        self.loss_owed_by = step
 
     def save(self):
-        """Saves a checkpoint of the current step; refuses non-finite weights (the run has
-        diverged). The loss of the next step, computed with these weights, is recorded with it
-        (`record_loss`)."""
-        if nonfinite(self.model.variables):
-            raise self.diverged("the weights")
+        """Saves a checkpoint of the current step; returns the names of its non-finite weights
+        instead (nothing saved: the run has diverged). The loss of the next loop, computed with
+        these weights, is recorded with it (`record_loss`)."""
+        bad = nonfinite(self.model.variables)
+        if bad:
+            return bad
         try:
             self.manager.save(checkpoint_number=self.step)
         except BaseException:  # a full disk: TensorFlow's temporary files of this save go
             shutil.rmtree(os.path.join(self.manager.directory, f"ckpt-{self.step}_temp"),
                           ignore_errors=True)
             raise
-        self._unrecorded = self.step
+        self.loss_owed_by = self.step
+        return []
 
     def record_loss(self, loss):
         """After a loop: its mean loss, computed from the weights of the checkpoint taken just
-        before it on, is recorded for that checkpoint."""
-        if self._unrecorded is not None and self.chief:
-            record_loss(self.manager.directory, self._unrecorded, loss)
-        self._unrecorded = None
+        before it, is recorded for that checkpoint."""
+        if self.loss_owed_by is not None and self.chief:
+            record_loss(self.manager.directory, self.loss_owed_by, loss)
+        self.loss_owed_by = None
 
-    def diverged(self, what):
-        """The TrainingDiverged error of this step; records it in model_dir for the re-run."""
-        cfg = self.cfg
-        advice, change = retry_remedy(cfg)
+    def latest(self):
+        """The newest checkpoint's name (`ckpt-N`), or None."""
         last = tf.train.latest_checkpoint(self.directory)
-        kept = (f"re-running resumes from a checkpoint taken before the blow-up (latest: "
-                f"{os.path.basename(last)})" if last else "no checkpoint was written")
-        if self.chief and os.path.isdir(cfg.model_dir):
-            rundir.record_divergence(cfg.model_dir, self.step, what, cfg.learning_rate, advice)
-        return TrainingDiverged(f"{what} became NaN/inf at step {self.step}; {kept}; the advice "
-                                f"below {change}\nretry with: {advice}")
+        return os.path.basename(last) if last else None
 
     def remove_scratch(self):
         """A non-chief worker deletes its scratch checkpoints (and .scratch when it is empty)."""

@@ -1,6 +1,6 @@
 """Where a run trains: the tf.distribute strategy of --strategy, its devices and which worker is
-the chief (a multi-worker run's TF_CONFIG and timeouts, checked before TensorFlow starts, the
-connection itself, preemption and failed peers: resnet_nobn/train/multiworker.py).
+the chief (a multi-worker run's TF_CONFIG and timeouts, checked before TensorFlow starts:
+resnet_nobn/train/tf_config.py; the connection itself and preemption: multiworker.py).
 
 Strategy `auto`: MultiWorkerMirroredStrategy when TF_CONFIG is set, MirroredStrategy over several
 GPUs, else one device. Every worker of a multi-worker run runs the same command with its own

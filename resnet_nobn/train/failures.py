@@ -1,13 +1,11 @@
-"""How a run that cannot go on is said: one line (a UserError) per fault, and what a failed new run
-leaves behind.
+"""How a run that cannot go on is said: one line (a UserError) per fault; what it leaves behind
+is the trainer's to clean up and to add (`left`).
 
 Before the run: a --model_dir (or its ckpt/, train/, eval/) that is a symbolic link that loops
 or points to nothing (`check_links`). During it (`explain`): a full disk or an exhausted quota,
 wherever a write meets it (a checkpoint, TensorBoard's event files, results.json), named with the
 disk and the file; memory exhausted; a file system that refuses the write; a damaged shard of
-the data; a peer worker gone. A failing save never deletes what was saved before: a new run's
-directory is removed only if it holds nothing a user could want back (`rundir.discard_new_run`),
-and the line says so.
+the data; a peer worker gone.
 """
 import os
 
@@ -15,10 +13,13 @@ import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import inputs
-from resnet_nobn.errors import UserError, broken_link, disk_full, unwritable
-from resnet_nobn.train import multiworker, rundir
+from resnet_nobn.errors import UserError, broken_link, disk_full, first_line, unwritable
+from resnet_nobn.train.rundir import CKPT, SUMMARIES
 
-SUBDIRS = (rundir.CKPT,) + rundir.SUMMARIES  # what a run writes into, besides its own files
+SUBDIRS = (CKPT,) + SUMMARIES  # what a run writes into, besides its own files
+# a collective failed with one of these: a peer worker died or is unreachable
+PEER_ERRORS = ("UnavailableError", "AbortedError", "CancelledError", "DeadlineExceededError",
+               "InternalError", "UnknownError")
 
 
 def check_links(model_dir):
@@ -30,45 +31,54 @@ def check_links(model_dir):
             raise UserError(said)
 
 
-def explain(e, cfg: TrainConfig, trainer, new):
+def ends_the_run_here(e, cfg: TrainConfig):
+    """Whether `e` is a full disk, exhausted memory or a refused write of the run: faults after
+    which the trainer cleans up a new run's directory (and says so: `explain`'s `left`)."""
+    return bool(_refused(e, cfg) or isinstance(e, (tf.errors.ResourceExhaustedError, MemoryError))
+                or disk_full(e, cfg.model_dir, ""))
+
+
+def peer_gone(e, multi_worker):
+    """Whether `e` is a failed collective of a multi-worker run: a peer worker died or is gone."""
+    return multi_worker and type(e).__name__ in PEER_ERRORS
+
+
+def explain(e, cfg: TrainConfig, inp=None, left="", peer=None):
     """The UserError that says why the run stopped with `e` (an OSError, MemoryError or one of
     TensorFlow's errors), or `e` itself when it is none of the faults above (a bug: its traceback
-    is wanted). `trainer`: the run's Trainer (None if it was not made); `new`: whether model_dir
-    did not exist before this run."""
-    refused = unwritable(e, cfg.model_dir)
-    if refused and not isinstance(e, OSError) and not os.path.abspath(refused[0]).startswith(
-            os.path.abspath(cfg.model_dir)):
-        refused = None  # TensorFlow refused another file (one of the data): not a write of the run
+    is wanted). `inp`: the run's input (None if not made yet); `left`: what the line adds about
+    model_dir; `peer`: (step, newest checkpoint's name or None) when a peer worker is gone
+    (`peer_gone`), else None."""
+    refused = _refused(e, cfg)
     memory = isinstance(e, (tf.errors.ResourceExhaustedError, MemoryError))
     disk = disk_full(e, cfg.model_dir, "free space there or give another --model_dir")
-    if disk or memory or refused:
-        left = _left_behind(cfg, trainer, new)
-        if disk:
-            return UserError(disk + left)
-        if memory:
-            return UserError(f"out of memory ({type(e).__name__}): lower --batch_size (now "
-                             f"{cfg.batch_size}) or --widths (now "
-                             f"{','.join(map(str, cfg.model.widths))}){left}")
+    if disk:
+        return UserError(disk + left)
+    if memory:
+        return UserError(f"out of memory ({type(e).__name__}): lower --batch_size (now "
+                         f"{cfg.batch_size}) or --widths (now "
+                         f"{','.join(map(str, cfg.model.widths))}){left}")
+    if refused:
         where, reason = refused
         return UserError(f"cannot write the run in --model_dir={cfg.model_dir}: {reason} "
                          f"({where}); fix permissions or use another --model_dir{left}")
-    damaged = inputs.read_error(e, trainer.input) if trainer is not None else None
+    damaged = inputs.read_error(e, inp) if inp is not None else None
     if damaged is not None:  # a shard of a tfds directory read while training
         return damaged
-    # a collective failed: a peer worker died or is unreachable
-    if (trainer is None or not multiworker.is_multi_worker(trainer.strategy)
-            or type(e).__name__ not in multiworker.PEER_ERRORS):
+    if peer is None:
         return e
-    trainer.checkpoints.remove_scratch()
-    return UserError(multiworker.peer_failure_message(e, trainer.step, cfg.model_dir))
+    step, latest = peer
+    resume_from = (os.path.join(cfg.model_dir, CKPT, latest) if latest
+                   else "the beginning (no checkpoint yet)")
+    return UserError(f"another worker failed or became unreachable near step {step} "
+                     f"({type(e).__name__}: {first_line(e)}); restart every worker with the same "
+                     f"command to resume from {resume_from}")
 
 
-def _left_behind(cfg, trainer, new):
-    """What the line adds about model_dir: a new run's directory holding nothing to keep is
-    removed (by the chief, which alone writes there), and said so; otherwise what was saved is
-    kept and named."""
-    if new and trainer is not None and trainer.chief and rundir.discard_new_run(cfg.model_dir):
-        return (f"; removed {cfg.model_dir}, which this new run had made and saved nothing in "
-                "but its initialisation")
-    saved = rundir.steps_on_disk(os.path.join(cfg.model_dir, rundir.CKPT))
-    return f"; its checkpoints are kept (the newest: ckpt-{saved[0]})" if saved else ""
+def _refused(e, cfg):
+    """(where, reason) of a write of the run the file system refused, or None."""
+    refused = unwritable(e, cfg.model_dir)
+    if refused and not isinstance(e, OSError) and not os.path.abspath(refused[0]).startswith(
+            os.path.abspath(cfg.model_dir)):
+        return None  # TensorFlow refused another file (one of the data): not a write of the run
+    return refused

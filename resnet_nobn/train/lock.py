@@ -7,7 +7,7 @@ import os
 import socket
 import time
 
-from resnet_nobn.train.rundir import LOCK
+LOCK = ".lock"  # in model_dir
 
 
 class InUse(Exception):

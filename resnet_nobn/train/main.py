@@ -1,12 +1,13 @@
 """The training entry points' main (run/cifar_train.py, run/imagenet_train.py): the parsed flags
-become one configuration, checked with TF_CONFIG and the timeouts before TensorFlow loads, then
-one training run (resnet_nobn/train/trainer.py). The flags themselves: resnet_nobn/cli.py.
+become one configuration, checked with TF_CONFIG and the timeouts and against the run directory
+(read once, the start decided: resume.py) before TensorFlow loads, then one training run
+(resnet_nobn/train/trainer.py). The flags themselves: resnet_nobn/cli.py.
 """
 from absl import flags
 
 from resnet_nobn import cli
 from resnet_nobn.console import quiet_stderr
-from resnet_nobn.train import cluster, multiworker, resume
+from resnet_nobn.train import cluster, resume, rundir, tf_config
 
 
 def run():
@@ -22,19 +23,22 @@ def main(argv):
 
     def configure_and_train():
         cfg = cli.config_from_flags(flags.FLAGS)
-        multiworker.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
+        tf_config.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
+        plan = None
         if cluster.wants_multi_worker(cfg.strategy):
-            multiworker.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
-        else:  # a finished run re-run: said at once, nothing built (not for a cluster's workers)
-            done = resume.finished(cfg)
-            if done:
-                print(done, flush=True)
-                return
+            tf_config.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
+        else:  # the run directory read once; a finished run re-run is said at once, nothing built
+            run = rundir.read(cfg.model_dir)
+            if not cfg.eval_only and (run.config is not None or run.config_unreadable):
+                plan = resume.decide(run, cfg)  # a run of other settings: refused here already
+                if plan.action == resume.FINISHED:
+                    print(resume.finished_line(plan, cfg), flush=True)
+                    return
         with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
             import tensorflow as tf
             from resnet_nobn.train import trainer
             cluster.probe_devices()
         tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
-        trainer.train(cfg)
+        trainer.train(cfg, plan=plan)
 
     cli.main_wrapper(configure_and_train)

@@ -1,13 +1,15 @@
 """Where a run's code came from and what it ran on, as results.json and an export's model card
 record it: the git commit of the project (`-dirty` when tracked files were changed), the versions
 of the libraries whose numerics a run depends on, and each device's name; and --deterministic,
-which makes the run's numerics depend on nothing else.
+which makes the run's numerics depend on nothing else. Each is read once per process.
 """
+import functools
 import os
 import platform
 import subprocess
 
 
+@functools.cache
 def git_commit():
     """The project's git commit (with `-dirty` if tracked files changed), or None."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -22,6 +24,7 @@ def git_commit():
         return None
 
 
+@functools.cache
 def versions():
     """{tf_version, keras_version, numpy_version, tfds_version, cuda_version, cudnn_version}: the
     CUDA and cuDNN TensorFlow was built against (tf.sysconfig.get_build_info(); None in a build

@@ -1,133 +1,155 @@
-"""The run directory `model_dir`: the names of its files, each written whole and read back.
+"""The run directory `model_dir`: the names of its files, and all of it read once into a snapshot.
 
     config.json      the run's configuration (TrainConfig.to_json), written when it starts
-    results.json     its evaluations, history, rollbacks, resume changes and versions
-    ckpt/            its checkpoints and their losses (resnet_nobn/train/checkpoints.py)
+    results.json     its evaluations, history, rollbacks, resume changes and versions (results.py)
+    ckpt/            its checkpoints and their losses, `losses.json` (checkpoints.py)
     train/, eval/    TensorBoard summaries of training and of evaluation
     diverged.json    the step and `retry with:` advice of a divergence not resumed past yet
-    .lock            held by the chief while it runs (resnet_nobn/train/lock.py)
+    .lock            held by the chief while it runs (lock.py)
     .scratch/        the checkpoints of the other workers of a multi-worker run
 
-`config.json` and `results.json` are written whole, atomically (`atomic_write_json`); any file a
-user keeps is written beside its place and renamed into it (`atomic_file`). What a resume may
-change in a run: resnet_nobn/train/resume.py. A new run that failed is removed only if it holds
-nothing to keep (`discard_new_run`); a results.json copied from another run is told from the
-run's own (`not_its_own`). This module reads and writes files only (no TensorFlow).
+A start reads the directory once (`read`: a `RunDir`); every file is written whole
+(resnet_nobn/files.py). Files only, no TensorFlow.
 """
-import contextlib
+import dataclasses
 import glob
-import json
 import os
 import re
 import shutil
 import time
 
 from resnet_nobn.console import log
+from resnet_nobn.files import atomic_write_json, read_json
+from resnet_nobn.train.lock import holder
 
 CONFIG, RESULTS, CKPT, DIVERGED = "config.json", "results.json", "ckpt", "diverged.json"
+LOSSES = "losses.json"  # in ckpt/: {step: the training loss computed with that checkpoint}
 TRAIN, EVAL = "train", "eval"  # TensorBoard summaries
 SUMMARIES = (TRAIN, EVAL)
-LOCK, SCRATCH = ".lock", ".scratch"
+SCRATCH = ".scratch"
 RESUME_CHANGES = "resume_changes"  # results.json: [{step, field, from, to}] of each resume's changes
+ROLLBACKS = "rollbacks"  # results.json: [{diverged_at, resumed_from, retry_with}]
 
 
-def atomic_write_text(path, text):
-    """Writes `path` whole or not at all: a reader never sees half a file."""
-    with atomic_file(path) as tmp:
-        with open(tmp, "w") as f:
-            f.write(text)
+@dataclasses.dataclass(frozen=True)
+class RunDir:
+    """What a start finds in `model_dir`, read once (`read`); None where a file is missing.
+
+    `config_unreadable`/`results_unreadable`: the file exists but holds no JSON object;
+    `diverged`: diverged.json when it is a divergence record (an integer `step`); `steps`: every
+    `ckpt-<step>` with any file, newest first, `indexed` those with their `.index` file;
+    `losses`: ckpt/losses.json as {step: loss or None}; `held_by`: the lock's holder, if live;
+    `checkpoint_settings`: (config.json object, where) of the newest checkpoint's record, filled
+    in by the trainer (it needs TensorFlow) only when config.json is missing.
+    """
+    model_dir: str
+    exists: bool = False
+    config: dict = None
+    config_unreadable: bool = False
+    results: dict = None
+    results_unreadable: bool = False
+    diverged: dict = None
+    steps: tuple = ()
+    indexed: frozenset = frozenset()
+    losses: dict = dataclasses.field(default_factory=dict)
+    held_by: str = None
+    checkpoint_settings: tuple = None
+
+    @property
+    def ckpt_dir(self):
+        return os.path.join(self.model_dir, CKPT)
 
 
-def atomic_write_json(path, obj):
-    atomic_write_text(path, json.dumps(obj, indent=2, default=str))
+def read(model_dir):
+    """The RunDir of `model_dir` (an absent directory reads as empty)."""
+    if not os.path.isdir(model_dir):
+        return RunDir(model_dir)
+    config_path, results_path = os.path.join(model_dir, CONFIG), os.path.join(model_dir, RESULTS)
+    config, results = read_json(config_path), read_json(results_path)
+    ckpt_dir = os.path.join(model_dir, CKPT)
+    steps = steps_on_disk(ckpt_dir)
+    return RunDir(
+        model_dir, exists=True, config=config,
+        config_unreadable=config is None and os.path.exists(config_path), results=results,
+        results_unreadable=results is None and os.path.exists(results_path),
+        diverged=_divergence_record(read_json(os.path.join(model_dir, DIVERGED))),
+        steps=tuple(steps),
+        indexed=frozenset(s for s in steps
+                          if os.path.exists(os.path.join(ckpt_dir, f"ckpt-{s}.index"))),
+        losses=losses_of(read_json(os.path.join(ckpt_dir, LOSSES))), held_by=holder(model_dir))
 
 
-@contextlib.contextmanager
-def atomic_file(path):
-    """Yields a temporary path beside `path` (with its extension, which a writer such as
-    matplotlib reads the format from) and renames it to `path` after the block: `path` is
-    replaced whole or not at all. A failure removes the temporary file, and an OSError names
-    `path`, not the temporary file."""
-    head, tail = os.path.split(path)
-    tmp = os.path.join(head, f".{tail}.tmp{os.getpid()}{os.path.splitext(tail)[1]}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException as e:
+def losses_of(raw):
+    """{step: loss or None} of a losses.json object (None: empty; entries not a number: left out)."""
+    out = {}
+    for k, v in (raw or {}).items():
         try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError) and e.filename == tmp:
-            e.filename = path
-        raise
+            out[int(k)] = None if v is None else float(v)
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
-def read_json(path):
-    """The JSON object in `path`, or None if it is missing, unreadable or not an object."""
-    try:
-        with open(path) as f:
-            obj = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def divergence_record(model_dir):
-    """diverged.json as `record_divergence` writes it (a JSON object with an integer `step`), or
-    None: a missing or damaged file records no divergence."""
-    record = read_json(os.path.join(model_dir, DIVERGED))
+def _divergence_record(record):
+    """`record` if it is a divergence record (a JSON object with an integer `step`), else None:
+    a damaged diverged.json records no divergence."""
     step = (record or {}).get("step")
     return record if isinstance(step, int) and not isinstance(step, bool) else None
 
 
-def pending_divergence(model_dir):
-    """diverged.json of a run that has not resumed past it yet, or None. The trainer records the
-    rollback (results.json `rollbacks`: the step and the advice) before it deletes diverged.json;
-    a run killed between the two has resumed past it, and is not diverged (it resumes). A file
-    that is no divergence record (`divergence_record`) marks nothing diverged."""
-    diverged = divergence_record(model_dir)
+def pending(diverged, results):
+    """The divergence record `diverged` if the run has not resumed past it yet, else None. The
+    trainer records the rollback (results.json `rollbacks`: the step and the advice) before it
+    deletes diverged.json; a run killed between the two has resumed past it, and is not diverged."""
     if diverged is None:
         return None
-    rollbacks = (read_json(os.path.join(model_dir, RESULTS)) or {}).get("rollbacks")
+    rollbacks = (results or {}).get(ROLLBACKS)
     last = rollbacks[-1] if isinstance(rollbacks, list) and rollbacks else {}
     done = (isinstance(last, dict) and (last.get("diverged_at"), last.get("retry_with"))
             == (diverged.get("step"), diverged.get("retry_with")))
     return None if done else diverged
 
 
-def record_divergence(model_dir, step, what, learning_rate, retry_with):
-    """Writes diverged.json: the step where `what` became NaN/inf, the rate, and the advice."""
-    atomic_write_json(os.path.join(model_dir, DIVERGED), dict(
-        step=step, what=what, learning_rate=learning_rate, retry_with=retry_with,
-        time=time.strftime("%Y-%m-%d %H:%M:%S")))
+def pending_divergence(model_dir):
+    """diverged.json of the run in `model_dir` if it has not resumed past it yet (`pending`), or
+    None: for the export, the study and its report, which read no whole RunDir."""
+    return pending(_divergence_record(read_json(os.path.join(model_dir, DIVERGED))),
+                   read_json(os.path.join(model_dir, RESULTS)))
 
 
-def retry_flags(model_dir):
-    """The `--flag=value` tokens of the run's pending `retry with:` line (diverged.json), or []:
-    the one reading of it, for the resume check (resnet_nobn/train/resume.py) and the study
-    (resnet_nobn/study/advice.py)."""
-    advice = (divergence_record(model_dir) or {}).get("retry_with") or ""
+def advised_flags(diverged):
+    """The `--flag=value` tokens of a divergence record's `retry with:` line, or []."""
+    advice = (diverged or {}).get("retry_with") or ""
     return [t for t in str(advice).split() if t.startswith("--") and "=" in t]
 
 
-def previous_results(model_dir, chief):
-    """(history, wall time, rollbacks, changes on resume) of model_dir/results.json, and the whole
-    of it ({} if none); an unreadable one is set aside (by the chief) and said so, and the history
-    starts anew."""
-    path = os.path.join(model_dir, RESULTS)
-    old = read_json(path)
-    if old is None and os.path.exists(path) and chief:
-        aside = f"{path}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}"
-        os.replace(path, aside)
-        log(f"warning: {path} is unreadable; moved to {aside}, the history starts anew")
-    old = old or {}
-    history = [h for h in old.get("history") or [] if isinstance(h, dict) and "step" in h]
-    return (history, float(old.get("wall_time_s") or 0.0), list(old.get("rollbacks") or []),
-            list(old.get(RESUME_CHANGES) or []), old)
+def retry_flags(model_dir):
+    """The `--flag=value` tokens of the run's `retry with:` line (diverged.json), or []: for the
+    study (resnet_nobn/study/advice.py), which reads no whole RunDir."""
+    return advised_flags(_divergence_record(read_json(os.path.join(model_dir, DIVERGED))))
 
 
-def not_its_own(model_dir, results, config, root=None):
+def write_divergence(model_dir, record):
+    """Writes diverged.json: `record` (resnet_nobn/train/rollback.py `divergence`), timed."""
+    atomic_write_json(os.path.join(model_dir, DIVERGED),
+                      dict(record, time=time.strftime("%Y-%m-%d %H:%M:%S")))
+
+
+def clear_divergence(model_dir):
+    """Deletes diverged.json (a run that trains on has resumed past it), if there is one."""
+    path = os.path.join(model_dir, DIVERGED)
+    if os.path.exists(path):
+        os.remove(path)
+
+
+def set_aside(path):
+    """Renames an unreadable `path` out of the way (`<path>.unreadable-<time>`) and says so."""
+    aside = f"{path}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}"
+    os.replace(path, aside)
+    log(f"warning: {path} is unreadable; moved to {aside}, the history starts anew")
+
+
+def copied_from_another_run(model_dir, results, config, root=None):
     """Why the results.json object `results` found in `model_dir` is another run's, or None: the
     seed it records is not that of the run's config.json (`config`, may be None) or of its study
     directory (seed-<k>): copied from a sibling seed's directory; or the directory it records is

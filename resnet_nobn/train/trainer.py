@@ -1,11 +1,13 @@
-"""The trainer: one run of one configuration, CIFAR or ImageNet, on any tf.distribute strategy.
+"""The trainer, the hub of one run: it alone sequences the run, top to bottom, in the order it
+happens (docs/architecture.md draws it): build, restore, begin, the loop, the end.
 
-Compiled loops of --steps_per_loop steps (train/steps.py), logs, checkpoints (train/checkpoints.py)
-and evaluations on schedule, all kept in `model_dir` (train/rundir.py): `config.json` (checked on a
-resume by train/resume.py, each change recorded), `ckpt/` (a re-run resumes from it), `train/` and
-`eval/` summaries (train/monitor.py) and `results.json`, rewritten after every evaluation. One
-device, several GPUs and several workers (train/cluster.py, multiworker.py) run the same loop.
+Its spokes each do one job and call no other spoke: the strategy (cluster.py, multiworker.py),
+the run directory read once (rundir.py) and the start decided from it (resume.py), the compiled
+steps (steps.py), the checkpoints (checkpoints.py, in the order rollback.py gives), the training
+log (train_log.py), results.json (results.py), the summaries (monitor.py, summaries.py,
+profiling.py), the lock (lock.py) and the one line of a fault (failures.py).
 """
+import dataclasses
 import math
 import os
 import time
@@ -14,12 +16,13 @@ import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import hms, log
-from resnet_nobn.data import inputs
-from resnet_nobn.data.standardization import DATASET, RECORD
+from resnet_nobn.data import inputs, standardization
 from resnet_nobn.errors import UserError
+from resnet_nobn.files import atomic_write_json
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.train import (checkpoints, cluster, failures, lock, monitor, multiworker,
-                               profiling, provenance, resume, rundir, steps, summaries)
+                               profiling, provenance, resume, rollback, rundir, steps, summaries)
+from resnet_nobn.train.results import Results
 from resnet_nobn.train.train_log import TrainLog
 
 
@@ -36,9 +39,14 @@ def check_memory(cfg: TrainConfig, replicas):
 
 
 class Trainer:
-    """Holds the strategy, input, model, optimizer, checkpoints and compiled steps of one run."""
+    """One run of one configuration: built here, then `run` restores, begins, trains and ends."""
 
-    def __init__(self, cfg: TrainConfig, strategy=None):
+    # -- build ---------------------------------------------------------------------------------
+
+    def __init__(self, cfg: TrainConfig, strategy=None, plan=None):
+        """Builds the run of `cfg`: its strategy, the start decided from the run directory (read
+        once, unless `plan`, resume.decide's, was made already), the input, model, optimizer and
+        checkpoints. Refuses (UserError) what cannot run, before building the model."""
         self.cfg = cfg
         self.strategy = strategy or cluster.make_strategy(cfg.strategy)
         multiworker.check_same_settings(self.strategy, cfg.to_json())  # before anything else
@@ -55,35 +63,244 @@ class Trainer:
             provenance.make_deterministic(cfg.seed)
         log(description, self.chief)
         check_memory(cfg, replicas)
+        self.plan = plan or resume.decide(self._read_run_dir(), cfg)
+        if self.plan.settings_from:
+            log(f"{os.path.join(cfg.model_dir, rundir.CONFIG)} is missing: the run's settings are "
+                f"read from {self.plan.settings_from}", self.chief)
         self.input = inputs.make_input(cfg)
-        resume.recorded_standardization(self.input, cfg.model_dir, self.chief)
+        self._standardize_as_recorded()
         self.mismatch = getattr(self.input, "mismatch", None)  # another dataset under the name
         if self.mismatch:
             log(f"warning: {self.mismatch}; recorded as data_mismatch in results.json", self.chief)
-        # the run's config.json (None: a new run) and the changes this resume makes to it
-        self.run_config, self.changes = resume.check_model_dir(
-            cfg, lambda: checkpoints.recorded(cfg.model_dir), self.chief)
         self.model, self.optimizer = steps.build(cfg, self.strategy)
         self.trainable_params = model_lib.count_params(self.model.trainable_variables)
         self.monitor = monitor.Monitor(self.model, self.optimizer, lambda: next(iter(
             self.input.eval_dataset(tf.distribute.InputContext(), 32)))[0])
         self.checkpoints = checkpoints.Checkpoints(cfg, self.model, self.optimizer, self.chief,
-                                                   self.task_id)
+                                                   self.task_id, self.plan.order)
         self._train_loop = self._eval_step = None
-        self._previous_rollbacks = []  # divergences earlier runs resumed from (results.json)
-        self._previous_changes = []  # settings earlier resumes changed (results.json)
-        self._previous = {}  # the whole of results.json as this run found it
         self.train_log = TrainLog(cfg.clip_norm > 0 or cfg.agc > 0)
-        self.resume_changes = []  # the settings this resume changed: [{step, field, from, to}]
+        self.results = None  # results.json's object, made when the run begins
         # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
         self.preemption = multiworker.preemption_handler(
-            self.strategy, self.checkpoints.save, self.checkpoints.remove_scratch,
+            self.strategy, self.save, self.checkpoints.remove_scratch,
             lambda: f"stopped by SIGTERM at step {self.step} after saving a checkpoint; re-run "
                     "the same command on every worker to resume")
+
+    def _read_run_dir(self):
+        """The run directory, read once; without config.json, with the settings its newest
+        checkpoint records (read with TensorFlow)."""
+        run = rundir.read(self.cfg.model_dir)
+        if run.config is None and not run.config_unreadable and run.steps:
+            run = dataclasses.replace(run, checkpoint_settings=checkpoints.run_config_in_checkpoint(
+                run.ckpt_dir, run.steps))
+        return run
+
+    def _standardize_as_recorded(self):
+        """--standardize=dataset: a resumed run goes on with the mean and std its results.json
+        records (resnet_nobn/data/standardization.py); values computed again from other data
+        than the run's are said, and replaced."""
+        used = getattr(self.input, "standardization", None)
+        if used is None or used.mode != standardization.DATASET:
+            return
+        was = standardization.recorded(self.plan.run.results)
+        if was is not None and was != used:
+            log(f"warning: the training split now gives {used.described()}; the run goes on with "
+                f"those its results.json records: {was.described()}", self.chief)
+            self.input.standardization = was
 
     @property
     def step(self):
         return int(self.optimizer.iterations.numpy())
+
+    # -- run -------------------------------------------------------------------------------------
+
+    def run(self):
+        """Restores, begins, trains (or, with eval_only, evaluates) and ends; returns the
+        results dict (None on a worker that is not the chief)."""
+        cfg = self.cfg
+        restored = self.restore()
+        multiworker.check_same_step(self.strategy, self.step, cfg.model_dir)
+        if cfg.eval_only and restored is None:
+            raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/{rundir.CKPT}; "
+                            "train first")
+        if restored and self.step > cfg.train_steps and not cfg.eval_only:
+            raise UserError(f"--train_steps={cfg.train_steps} is below step {self.step} of the run "
+                            f"in {cfg.model_dir}; give --train_steps={self.step} or more to train "
+                            "on, or --eval_only to evaluate it")
+        self.begin(restored)
+        if cfg.eval_only:
+            self.results.keep_history(lambda s: s != self.step)
+            return self.evaluate_and_record(None, self.results.wall_before, None)
+        writers = self.open_summaries(restored)
+        results, wall_before = None, self.results.wall_before
+        if self.step > 0 and self.eval_due(self.step):  # interrupted before evaluating
+            results = self.evaluate_and_record(writers, wall_before, None)
+
+        # -- the loop: train, log, checkpoint, evaluate; a NaN/inf ends it (diverged) ----------
+        iterator = self.train_iterator()
+        t_start = time.time()
+        t_log, step_log = t_start, self.step
+        window = dict.fromkeys(steps.LOOP_SUMS, 0.0)
+        images_per_sec = None
+        step, profiler = self.step, profiling.Profiler(cfg, self.chief)
+        while step < cfg.train_steps:
+            n = self.loop_length(step)
+            profiler.before(step)
+            sums = self.train_loop(iterator, n)
+            step += n
+            profiler.after(step)
+            if self.preemption:
+                self.preemption.save_checkpoint_if_preempted()
+            self.checkpoints.record_loss(sums["loss"] / n)
+            if not math.isfinite(sums["loss"]):
+                raise self.diverged("the loss")
+            window = {k: window[k] + sums[k] for k in window}
+            if step % cfg.log_every == 0 or step == cfg.train_steps:
+                now = time.time()
+                images_per_sec = (step - step_log) * cfg.batch_size / max(now - t_log, 1e-9)
+                self.log_progress(step, step - step_log, window, now - t_log, images_per_sec,
+                                  writers)
+                t_log, step_log, window = now, step, dict.fromkeys(steps.LOOP_SUMS, 0.0)
+            if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
+                self.save()
+            if self.eval_due(step):
+                results = self.evaluate_and_record(writers, wall_before + time.time() - t_start,
+                                                   images_per_sec)
+        del iterator
+        profiler.stop()
+
+        # -- the end ---------------------------------------------------------------------------
+        if writers:
+            for w in writers.values():
+                w.close()
+        self.checkpoints.remove_scratch()
+        if results is None and self.chief:  # nothing left to train: report the latest state
+            results = self.write_results(wall_before, images_per_sec)
+        return results
+
+    # -- restore and begin ---------------------------------------------------------------------
+
+    def restore(self):
+        """Restores the checkpoint a re-run resumes from (checkpoints.py, in the plan's order);
+        returns checkpoints.Restored, or None for a new run. Changes nothing on disk."""
+        try:
+            restored = self.checkpoints.restore()
+        except checkpoints.Unusable as e:
+            if e.steps == [0]:
+                # a kill while the first save ran: nothing was trained yet
+                log(f"skipped {e.skipped[0]}: its save was cut short; the initialisation is made "
+                    "again from --seed", self.chief)
+                return None
+            where = self.checkpoints.directory
+            what = "unreadable (corrupt, or of another architecture)" if e.unreadable else "unusable"
+            raise UserError(f"no checkpoint in {where} can be restored, all are {what} "
+                            f"({e}); move {where} away or use a new --model_dir") from None
+        if restored is not None and restored.skipped:
+            log(f"skipped {', '.join(restored.skipped)}", self.chief)
+        return restored
+
+    def begin(self, restored):
+        """The start-up writes, in the one order a kill between any two of them leaves safe
+        (chief only; `restored`: checkpoints.Restored, or None for a new run). Its crash contract:
+
+          1. an unreadable results.json of the run resumed is moved aside: killed after, the
+             next start finds none, as this one goes on without it;
+          2. a rollback past the pending divergence deletes the checkpoints after the one
+             restored (and their losses): killed after, diverged.json still says the run
+             diverged and results.json records no rollback, so the next start rolls back again
+             to the same checkpoint (only the deleted ones are gone);
+          3. the checkpoint state file tracks the restorable checkpoints up to the one restored;
+          4. results.json records the rollback and the settings this resume changes, *before*
+             config.json says them: killed after, config.json still differs, the same changes
+             are allowed again and recorded once (the rollback is no longer pending: recorded);
+             in the other order a kill would lose them;
+          5. config.json says this run's settings;
+          6. diverged.json, resumed past, is deleted: killed before, results.json records its
+             rollback, so it is no longer pending and the next start deletes it;
+          7. a new run saves its initialisation, ckpt-0 (a run diverging early restarts from it);
+             killed before, the directory holds no checkpoint: a new run again.
+
+        Every file is written whole (resnet_nobn/files.py). Builds results.json's object (one
+        per run, results.py) from what the run found, on every worker."""
+        cfg, run = self.cfg, self.plan.run
+        found = run.results if restored is not None or cfg.eval_only else None
+        self.results = Results(cfg.model_dir, found, self._facts(), self._inputs_record(),
+                               self.plan.run_config if cfg.eval_only and self.plan.run_config
+                               else cfg.to_json(), cfg.eval_only)
+        if restored is not None and run.results_unreadable and self.chief:
+            rundir.set_aside(os.path.join(cfg.model_dir, rundir.RESULTS))  # 1
+        if cfg.eval_only:
+            return
+        self.results.keep_history(lambda s: s <= self.step)
+        self.train_log.resume(self.results.found, self.step)
+        changed = []
+        if restored is not None and self.chief:
+            rolled_back = self.plan.action == resume.ROLLBACK
+            if rolled_back:
+                gone = checkpoints.delete_after(self.checkpoints.directory, restored.step)  # 2
+                self.results.add_rollback(rollback.rollback_record(self.plan.diverged,
+                                                                   restored.step))
+                log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "
+                    f"ckpt-{restored.step}, taken before the blow-up"
+                    + (f" (deleted ckpt-{gone} after it)" if gone else ""), self.chief)
+            self.checkpoints.track(restored.step)  # 3
+            changed = self.results.add_changes(self.step, self.plan.changes)
+            if changed or rolled_back:
+                self.write_results(self.results.wall_before,  # 4
+                                   self.results.found.get("images_per_sec"))
+        if self.chief:
+            os.makedirs(cfg.model_dir, exist_ok=True)
+            atomic_write_json(os.path.join(cfg.model_dir, rundir.CONFIG), cfg.to_json())  # 5
+            if restored is not None:
+                rundir.clear_divergence(cfg.model_dir)  # 6
+        if restored is not None:
+            log(f"resumed from {os.path.abspath(restored.path)} at step {self.step}", self.chief)
+            if changed:
+                log("with " + ", ".join(f"{c['field']} {c['from']} -> {c['to']}" for c in changed)
+                    + " (recorded in results.json)", self.chief)
+        else:
+            log(f"new run in {os.path.abspath(cfg.model_dir)}", self.chief)
+            self.save()  # 7
+
+    def _facts(self):
+        """results.json's record of what the run runs on and with (fixed for the run)."""
+        seed = (self.plan.run_config if self.cfg.eval_only and self.plan.run_config
+                else self.cfg.to_json())["seed"]
+        return {"trainable_params": self.trainable_params,
+                "num_replicas": self.strategy.num_replicas_in_sync,
+                "device_kind": self.device_kind, "devices_per_worker": self.device_count,
+                "strategy": type(self.strategy).__name__, "seed": seed,
+                **provenance.versions(), "device_names": self.device_names,
+                "git_commit": provenance.git_commit()}
+
+    def _inputs_record(self):
+        """results.json's record of the data: another dataset under the name, an image folder's
+        classes, the mean and std of --standardize=dataset."""
+        cfg, std = self.cfg, getattr(self.input, "standardization", None)
+        return {**({"data_mismatch": self.mismatch} if self.mismatch else {}),
+                **({"image_folder": dict(getattr(self.input, "folder", None) or {},
+                                         class_names=list(cfg.class_names))}
+                   if cfg.class_names else {}),
+                **({standardization.RECORD: std.record()}
+                   if std and std.mode == standardization.DATASET else {})}
+
+    def open_summaries(self, restored):
+        """The chief's TensorBoard writers {train, eval} (None elsewhere), with the run's HParams
+        and, for a new run, its first augmented images."""
+        if not self.chief:
+            return None
+        cfg = self.cfg
+        summaries.write_run_hparams(cfg)  # unless a study wrote it
+        writers = {k: tf.summary.create_file_writer(os.path.join(cfg.model_dir, k))
+                   for k in rundir.SUMMARIES}
+        if restored is None:
+            with writers[rundir.TRAIN].as_default():
+                summaries.augmented_images(self.input.train_dataset(
+                    tf.distribute.InputContext(), cfg.batch_size, 0), self.step)
+        return writers
+
+    # -- the loop's steps ----------------------------------------------------------------------
 
     def train_iterator(self):
         """The distributed training stream from the current step on (resnet_nobn/data/inputs.py)."""
@@ -110,7 +327,45 @@ class Trainer:
         ends += [s for s in cfg.profile_steps if s > step]  # a trace holds whole loops
         return min(ends) - step
 
-    # -- evaluation ----------------------------------------------------------------------------
+    def log_progress(self, step, n, window, seconds, images_per_sec, writers):
+        """The log step: the means of the `n` steps' sums `window` into the training log, the
+        progress line and the train/ scalars."""
+        cfg = self.cfg
+        means = {k: v / max(n, 1) for k, v in window.items()}
+        lr = float(steps.learning_rate(step - 1, cfg))
+        eta = (cfg.train_steps - step) * seconds / max(n, 1)
+        gradient, text = self.train_log.add(step, n, means, lr)
+        log(f"step {step}/{cfg.train_steps}  loss {means['loss']:.4f}  "
+            f"xent {means['cross_entropy']:.4f}  lr {lr:.4g}  "
+            f"{text}  {images_per_sec:.1f} img/s  eta {hms(eta)}", self.chief)
+        if writers:
+            with writers[rundir.TRAIN].as_default(step=step):
+                tf.summary.scalar("loss", means["loss"])
+                tf.summary.scalar("cross_entropy", means["cross_entropy"])
+                tf.summary.scalar("learning_rate", lr)
+                tf.summary.scalar("top1_error", 1.0 - means["top1_hits"] / cfg.batch_size)
+                tf.summary.scalar("top5_error", 1.0 - means["top5_hits"] / cfg.batch_size)
+                tf.summary.scalar("images_per_sec", images_per_sec)
+                for tag, value in {**gradient, **self.monitor.scalars()}.items():
+                    tf.summary.scalar(tag, value)
+
+    def save(self):
+        """Saves a checkpoint of the current step (checkpoints.py); a weight that is NaN/inf is
+        the run diverged."""
+        if self.checkpoints.save():
+            raise self.diverged("the weights")
+
+    def diverged(self, what):
+        """The TrainingDiverged error of `what` become NaN/inf at this step (rollback.py: its
+        retry advice); the chief records it in diverged.json for the re-run."""
+        record, error = rollback.divergence(self.cfg, self.step, what, self.checkpoints.latest())
+        if self.chief and os.path.isdir(self.cfg.model_dir):
+            rundir.write_divergence(self.cfg.model_dir, record)
+        return error
+
+    def eval_due(self, step):
+        due = step % self.cfg.eval_every == 0 or step == self.cfg.train_steps
+        return due and not self.results.evaluated(step)
 
     def evaluate(self):
         """Top-1/top-5 error on the test split (or its first `eval_steps` global batches)."""
@@ -120,12 +375,12 @@ class Trainer:
         batches = self.input.num_eval_batches(cfg.batch_size)
         if cfg.eval_steps > 0:
             batches = min(batches, cfg.eval_steps)
+
         def dataset_fn(ctx):  # each replica of a pipeline reads its own per-replica batch
             per_pipeline = ctx.num_replicas_in_sync // ctx.num_input_pipelines
             return self.input.eval_dataset(ctx, cfg.batch_size).take(batches * per_pipeline)
 
-        dist = self.strategy.distribute_datasets_from_function(dataset_fn)
-        iterator = iter(dist)
+        iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
         totals = dict.fromkeys(steps.EVAL_SUMS, 0.0)
         for _ in range(batches):
             for k, t in zip(steps.EVAL_SUMS, self._eval_step(iterator)):
@@ -136,61 +391,13 @@ class Trainer:
                 "top5_error": 1.0 - totals["top5_hits"] / count,
                 "eval_loss": totals["cross_entropy"] / count, "eval_examples": int(count)}
 
-    # -- results -------------------------------------------------------------------------------
-
-    def write_results(self, history, wall_time, images_per_sec):
-        """Writes (atomically) and returns results.json: the last evaluation, the history, where
-        and how fast it ran, the versions, the git commit and the configuration."""
-        cfg = self.cfg
-        history = sorted(history, key=lambda h: h["step"])
-        last = history[-1] if history else {}
-        if cfg.eval_only and self._previous:  # an evaluation changes nothing about the training
-            results = dict(self._previous, history=history, top1_error=last.get("top1_error"),
-                           top5_error=last.get("top5_error"))
-            rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.RESULTS), results)
-            return results
-        recorded = self.run_config if cfg.eval_only and self.run_config else cfg.to_json()
-        results = {
-            "dataset": cfg.dataset, "global_step": self.step,
-            "top1_error": last.get("top1_error"), "top5_error": last.get("top5_error"),
-            "trainable_params": self.trainable_params,
-            "num_replicas": self.strategy.num_replicas_in_sync,
-            "device_kind": self.device_kind, "devices_per_worker": self.device_count,
-            "strategy": type(self.strategy).__name__,
-            "images_per_sec": images_per_sec, "wall_time_s": wall_time,
-            "seed": recorded["seed"],
-            **provenance.versions(), "device_names": self.device_names,
-            "git_commit": provenance.git_commit(),
-            "history": history,
-            **self.train_log.results(),
-            **({"data_mismatch": self.mismatch} if self.mismatch else {}),
-            **({"image_folder": dict(getattr(self.input, "folder", None) or {},  # its classes
-                                     class_names=list(cfg.class_names))} if cfg.class_names else {}),
-            **({RECORD: std.record()} if (std := getattr(self.input, "standardization", None))
-               and std.mode == DATASET else {}),
-            "rollbacks": self._previous_rollbacks + self.checkpoints.rollbacks,
-            rundir.RESUME_CHANGES: self._previous_changes + self.resume_changes,
-            "config": recorded,
-        }
-        rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.RESULTS), results)
-        return results
-
-    def _previous_results(self):
-        """(history, wall time) of results.json (rundir.py); the rest of it kept."""
-        (history, wall, self._previous_rollbacks, self._previous_changes,
-         self._previous) = rundir.previous_results(self.cfg.model_dir, self.chief)
-        return history, wall
-
-    def _eval_due(self, step, history):
-        due = step % self.cfg.eval_every == 0 or step == self.cfg.train_steps
-        return due and not any(h["step"] == step for h in history)
-
-    def _evaluate_and_record(self, history, writers, wall_time, images_per_sec):
-        """Evaluates at the current step, appends to `history`, writes summaries and results."""
+    def evaluate_and_record(self, writers, wall_time, images_per_sec):
+        """Evaluates at the current step, adds it to results.json's history, writes the eval/
+        summaries and (the chief) results.json; returns results.json's object (or None)."""
         step, ev = self.step, self.evaluate()
         # the replicas it ran on: --eval_only may evaluate a run on another count than it trained on
-        history.append(dict(step=step, num_replicas=self.strategy.num_replicas_in_sync, **ev,
-                            **self.train_log.latest()))
+        self.results.add_evaluation(dict(step=step, num_replicas=self.strategy.num_replicas_in_sync,
+                                         **ev, **self.train_log.latest()))
         log(f"eval  step {step}  top1_error {ev['top1_error']:.4f}  "
             f"top5_error {ev['top5_error']:.4f}  ({ev['eval_examples']} images)", self.chief)
         if writers:
@@ -199,127 +406,16 @@ class Trainer:
                     tf.summary.scalar(k, ev[k])
                 summaries.kernel_histograms(self.model, step)
             writers[rundir.EVAL].flush()
-        return self.write_results(history, wall_time, images_per_sec) if self.chief else None
+        return self.write_results(wall_time, images_per_sec) if self.chief else None
 
-    def _record_changes(self, history, wall):
-        """Records in results.json, with the step, each setting this resume changes (rundir.py) and
-        the rollback it makes past a divergence."""
-        self.resume_changes = [c for c in (
-            {"step": self.step, "field": k, "from": there, "to": here}
-            for k, (there, here) in self.changes.items()) if c not in self._previous_changes]
-        if self.resume_changes or self.checkpoints.rollbacks:
-            self.write_results(history, wall, self._previous.get("images_per_sec"))
-
-    # -- the loop ------------------------------------------------------------------------------
-
-    def run(self):
-        """Trains (or, with eval_only, evaluates) and returns the results dict."""
-        cfg = self.cfg
-        restored = self.checkpoints.restore()
-        multiworker.check_same_step(self.strategy, self.step, cfg.model_dir)
-        if cfg.eval_only:
-            if restored is None:
-                raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/{rundir.CKPT}; "
-                                "train first")
-            history, wall = self._previous_results()
-            history = [h for h in history if h["step"] != self.step]
-            return self._evaluate_and_record(history, None, wall, None)
-        if restored and self.step > cfg.train_steps:
-            raise UserError(f"--train_steps={cfg.train_steps} is below step {self.step} of the run "
-                            f"in {cfg.model_dir}; give --train_steps={self.step} or more to train "
-                            "on, or --eval_only to evaluate it")
-
-        history, wall_before = self._previous_results() if restored else ([], 0.0)
-        history = [h for h in history if h["step"] <= self.step]
-        self.train_log.resume(self._previous, self.step)
-        self.checkpoints.commit()
-        if self.chief:
-            os.makedirs(cfg.model_dir, exist_ok=True)
-            if restored and (self.changes or self.checkpoints.rollbacks):
-                self._record_changes(history, wall_before)  # before config.json says them
-            rundir.atomic_write_json(os.path.join(cfg.model_dir, rundir.CONFIG), cfg.to_json())
-        self.checkpoints.clear_divergence()  # once results.json records the rollback
-        if restored:
-            log(f"resumed from {os.path.abspath(restored)} at step {self.step}", self.chief)
-            if self.resume_changes:
-                log("with " + ", ".join(f"{c['field']} {c['from']} -> {c['to']}"
-                                        for c in self.resume_changes)
-                    + " (recorded in results.json)", self.chief)
-        else:
-            log(f"new run in {os.path.abspath(cfg.model_dir)}", self.chief)
-            self.checkpoints.save()  # step 0: a run diverging early restarts from its initialisation
-
-        writers = None
-        if self.chief:
-            summaries.write_run_hparams(cfg)  # unless a study wrote it
-            writers = {k: tf.summary.create_file_writer(os.path.join(cfg.model_dir, k))
-                       for k in rundir.SUMMARIES}
-            if not restored:
-                with writers[rundir.TRAIN].as_default():
-                    summaries.augmented_images(self.input.train_dataset(
-                        tf.distribute.InputContext(), cfg.batch_size, 0), self.step)
-        results = None
-        if self.step > 0 and self._eval_due(self.step, history):  # interrupted before evaluating
-            results = self._evaluate_and_record(history, writers, wall_before, None)
-        iterator = self.train_iterator()
-
-        t_start = time.time()
-        t_log, step_log = t_start, self.step
-        window = dict.fromkeys(steps.LOOP_SUMS, 0.0)
-        images_per_sec = None
-        step, profiler = self.step, profiling.Profiler(cfg, self.chief)
-        while step < cfg.train_steps:
-            n = self.loop_length(step)
-            profiler.before(step)
-            sums = self.train_loop(iterator, n)
-            step += n
-            profiler.after(step)
-            if self.preemption:
-                self.preemption.save_checkpoint_if_preempted()
-            self.checkpoints.record_loss(sums["loss"] / n)
-            if not math.isfinite(sums["loss"]):
-                raise self.checkpoints.diverged("the loss")
-            window = {k: window[k] + sums[k] for k in window}
-            if step % cfg.log_every == 0 or step == cfg.train_steps:
-                now = time.time()
-                n = step - step_log
-                images_per_sec = n * cfg.batch_size / max(now - t_log, 1e-9)
-                means = {k: v / max(n, 1) for k, v in window.items()}
-                lr = float(steps.learning_rate(step - 1, cfg))
-                eta = (cfg.train_steps - step) * (now - t_log) / max(n, 1)
-                gradient, text = self.train_log.add(step, n, means, lr)
-                log(f"step {step}/{cfg.train_steps}  loss {means['loss']:.4f}  "
-                    f"xent {means['cross_entropy']:.4f}  lr {lr:.4g}  "
-                    f"{text}  {images_per_sec:.1f} img/s  eta {hms(eta)}", self.chief)
-                if writers:
-                    with writers[rundir.TRAIN].as_default(step=step):
-                        tf.summary.scalar("loss", means["loss"])
-                        tf.summary.scalar("cross_entropy", means["cross_entropy"])
-                        tf.summary.scalar("learning_rate", lr)
-                        tf.summary.scalar("top1_error", 1.0 - means["top1_hits"] / cfg.batch_size)
-                        tf.summary.scalar("top5_error", 1.0 - means["top5_hits"] / cfg.batch_size)
-                        tf.summary.scalar("images_per_sec", images_per_sec)
-                        for tag, value in {**gradient, **self.monitor.scalars()}.items():
-                            tf.summary.scalar(tag, value)
-                t_log, step_log, window = now, step, dict.fromkeys(steps.LOOP_SUMS, 0.0)
-            if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
-                self.checkpoints.save()
-            if self._eval_due(step, history):
-                results = self._evaluate_and_record(history, writers,
-                                                    wall_before + time.time() - t_start, images_per_sec)
-        del iterator
-        profiler.stop()
-        if writers:
-            for w in writers.values():
-                w.close()
-        self.checkpoints.remove_scratch()
-        if results is None and self.chief:  # nothing left to train: report the latest state
-            results = self.write_results(history, wall_before, images_per_sec)
-        return results
+    def write_results(self, wall_time, images_per_sec):
+        """Writes results.json (results.py) at the current step and returns it."""
+        return self.results.write(self.step, self.train_log.results(), images_per_sec, wall_time)
 
 
-def train(cfg: TrainConfig, strategy=None):
+def train(cfg: TrainConfig, strategy=None, plan=None):
     """Runs one configuration end to end; returns the results dict (None on non-chief workers).
+    `plan`: resume.decide's, where the caller read the run directory already (run/*.py).
 
     The chief holds model_dir's lock for the run. File-system failures (a model_dir that is a
     file, a broken link or read-only, a full disk) and memory exhaustion end it with one line
@@ -336,11 +432,9 @@ def train(cfg: TrainConfig, strategy=None):
     if os.path.exists(cfg.model_dir) and not os.path.isdir(cfg.model_dir):
         raise UserError(f"--model_dir={cfg.model_dir} is a file, not a directory; give another path")
     new = not os.path.exists(cfg.model_dir)
-    if cfg.eval_only and new:
-        raise UserError(f"--eval_only: {cfg.model_dir} does not exist; train first")
     trainer = None
     try:
-        trainer = Trainer(cfg, strategy)
+        trainer = Trainer(cfg, strategy, plan)
         if not trainer.chief:
             return trainer.run()
         with lock.locked(cfg.model_dir):
@@ -349,7 +443,24 @@ def train(cfg: TrainConfig, strategy=None):
         raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
                         "its checkpoints); wait for that run or use another --model_dir") from None
     except (tf.errors.OpError, OSError, MemoryError) as e:
-        said = failures.explain(e, cfg, trainer, new)
+        left, peer = "", trainer is not None and failures.peer_gone(
+            e, multiworker.is_multi_worker(trainer.strategy))
+        if failures.ends_the_run_here(e, cfg):
+            left = _clean_up(cfg, trainer, new)
+        elif peer:
+            trainer.checkpoints.remove_scratch()
+        said = failures.explain(e, cfg, trainer and trainer.input, left,
+                                (trainer.step, trainer.checkpoints.latest()) if peer else None)
         if said is e:
             raise
         raise said from None
+
+
+def _clean_up(cfg, trainer, new):
+    """After a fault that ends the run: a new run's directory holding nothing to keep is removed
+    (by the chief, which alone writes there); returns what the error line adds about it."""
+    if new and trainer is not None and trainer.chief and rundir.discard_new_run(cfg.model_dir):
+        return (f"; removed {cfg.model_dir}, which this new run had made and saved nothing in "
+                "but its initialisation")
+    saved = rundir.steps_on_disk(os.path.join(cfg.model_dir, rundir.CKPT))
+    return f"; its checkpoints are kept (the newest: ckpt-{saved[0]})" if saved else ""

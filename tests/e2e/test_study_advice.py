@@ -304,8 +304,8 @@ def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
 
 _KILLED_BEFORE_CLEARING = """
 import os, runpy, sys
-from resnet_nobn.train import checkpoints
-checkpoints.Checkpoints.clear_divergence = lambda self: os._exit(9)  # killed right there
+from resnet_nobn.train import rundir
+rundir.clear_divergence = lambda model_dir: os._exit(9)  # killed right there
 sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(sys.argv[0]))  # run/, as `python run/cifar_train.py` has it
 runpy.run_path(sys.argv[0], run_name="__main__")

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import rundir, trainer
+from resnet_nobn.train import results, rundir, trainer
 from tests.helpers import tiny_config
 
 TF_FULL = ("{{function_node __wrapped__SaveV2_dtypes_18_device_/job:localhost/replica:0/task:0/"
@@ -57,7 +57,7 @@ def _events_full(monkeypatch, cfg):
 
 
 def _results_full(monkeypatch, cfg):
-    write, calls = rundir.atomic_write_json, []
+    write, calls = results.atomic_write_json, []
 
     def failing(path, obj):
         if path.endswith("results.json"):
@@ -65,7 +65,7 @@ def _results_full(monkeypatch, cfg):
             if len(calls) == 2:  # the evaluation of step 4
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path + ".tmp1")
         return write(path, obj)
-    monkeypatch.setattr(rundir, "atomic_write_json", failing)
+    monkeypatch.setattr(results, "atomic_write_json", failing)
 
 
 @pytest.mark.parametrize("fault, said", [

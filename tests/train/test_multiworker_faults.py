@@ -10,7 +10,7 @@ import time
 import pytest
 
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import multiworker
+from resnet_nobn.train.tf_config import parse_tf_config
 from tests.helpers import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "run"))
@@ -40,7 +40,7 @@ def _tf_config(workers, index=0):
 ])
 def test_tf_config_is_checked_whole_before_tensorflow(tf_config, said):
     with pytest.raises(UserError) as e:
-        multiworker.parse_tf_config(tf_config)
+        parse_tf_config(tf_config)
     assert said in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 

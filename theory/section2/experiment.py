@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from resnet_nobn.errors import broken_link, first_line, write_failure
-from resnet_nobn.train.rundir import atomic_file
+from resnet_nobn.files import atomic_file
 
 
 def make_problem(d, gamma, max_angle, seed):
