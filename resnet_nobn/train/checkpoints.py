@@ -55,14 +55,16 @@ def write_checkpoint_state(ckpt_dir, steps):
         logger.setLevel(level)
 
 
-def delete_after(ckpt_dir, step):
-    """Deletes every checkpoint file (and loss record) of a step after `step`; returns the steps."""
-    gone = [s for s in steps_on_disk(ckpt_dir) if s > step]
+def delete_after(ckpt_dir, step, steps=None, losses=None):
+    """Deletes every checkpoint file (and loss record) of a step after `step`; returns the steps.
+    `steps`, `losses`: the checkpoints' steps and losses as read already (None: read them)."""
+    gone = [s for s in (steps_on_disk(ckpt_dir) if steps is None else steps) if s > step]
     for s in gone:
         for path in glob.glob(os.path.join(glob.escape(ckpt_dir), f"ckpt-{s}.*")):
             os.remove(path)
     if gone:
-        _write_losses(ckpt_dir, {s: l for s, l in read_losses(ckpt_dir).items() if s <= step})
+        losses = read_losses(ckpt_dir) if losses is None else losses
+        _write_losses(ckpt_dir, {s: l for s, l in losses.items() if s <= step})
     return gone
 
 

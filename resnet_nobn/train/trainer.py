@@ -238,7 +238,8 @@ class Trainer:
         if restored is not None and self.chief:
             rolled_back = self.plan.action == resume.ROLLBACK
             if rolled_back:
-                gone = checkpoints.delete_after(self.checkpoints.directory, restored.step)  # 2
+                gone = checkpoints.delete_after(self.checkpoints.directory, restored.step,  # 2
+                                                run.steps, run.losses)
                 self.results.add_rollback(rollback.rollback_record(self.plan.diverged,
                                                                    restored.step))
                 log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "

@@ -1,0 +1,65 @@
+"""A start reads the run directory once (resnet_nobn/train/rundir.py `read`): config.json,
+results.json and diverged.json each opened once, ckpt/ globbed once, a resume past a divergence
+included; what the trainer writes after is written, not read back."""
+import builtins
+import collections
+import glob
+import json
+import os
+
+import pytest
+
+from resnet_nobn.errors import TrainingDiverged
+from resnet_nobn.train import trainer
+from tests.helpers import tiny_config
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _start_reads(monkeypatch, cfg):
+    """{file name: times opened for reading} and the globs of ckpt/, from the start of `cfg`'s
+    run until its first training loop (the start's reads, not the loop's)."""
+    reads, globs = collections.Counter(), []
+    real_open, real_glob = builtins.open, glob.glob
+
+    def counting_open(path, mode="r", *a, **k):
+        if "r" in mode and isinstance(path, (str, os.PathLike)):
+            reads[os.path.basename(os.fspath(path))] += 1
+        return real_open(path, mode, *a, **k)
+
+    def counting_glob(pattern, *a, **k):
+        if os.path.join(os.path.abspath(cfg.model_dir), "ckpt") in os.path.abspath(pattern):
+            globs.append(pattern)
+        return real_glob(pattern, *a, **k)
+
+    class Started(Exception):
+        pass
+
+    def first_loop(self, iterator, n):
+        raise Started
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(glob, "glob", counting_glob)
+    monkeypatch.setattr(trainer.Trainer, "train_loop", first_loop)
+    with pytest.raises(Started):
+        trainer.train(cfg)
+    monkeypatch.undo()
+    return reads, globs
+
+
+def test_a_resume_past_a_divergence_reads_each_file_of_the_run_directory_once(tmp_path,
+                                                                              monkeypatch):
+    kw = dict(train_steps=4, checkpoint_every=2, eval_every=2, learning_rate=1e9)
+    with pytest.raises(TrainingDiverged) as diverged:
+        trainer.train(tiny_config(tmp_path, **kw))
+    advice = str(diverged.value).splitlines()[-1].split()[2:]  # retry with: --flag=value ...
+    retry = tiny_config(tmp_path, **{**kw, **{t[2:].split("=")[0]: float(t.split("=")[1])
+                                              for t in advice}})
+    reads, globs = _start_reads(monkeypatch, retry)
+    for name in ("config.json", "results.json", "diverged.json", "losses.json"):
+        assert reads[name] <= 1, (name, reads)
+    assert reads["config.json"] == reads["diverged.json"] == reads["losses.json"] == 1, reads
+    # one glob to read ckpt/ (the rollback's deletion globs the files of each step it deletes)
+    assert len([g for g in globs if g.endswith("ckpt-*")]) == 1, globs
+    results = json.load(open(os.path.join(tmp_path, "results.json")))
+    assert len(results["rollbacks"]) == 1 and not os.path.exists(tmp_path / "diverged.json")
