@@ -1,5 +1,5 @@
-"""How a run that cannot go on is said: one line (a UserError) per fault; what it leaves behind
-is the trainer's to clean up and to add (`left`).
+"""How a run that cannot go on is said: one line (a UserError) per fault; cleaning up what it
+leaves behind, and saying so, is the trainer's.
 
 Before the run: a --model_dir (or its ckpt/, train/, eval/) that is a symbolic link that loops
 or points to nothing (`check_links`). During it (`explain`): a full disk or an exhausted quota,
@@ -31,48 +31,41 @@ def check_links(model_dir):
             raise UserError(said)
 
 
-def ends_the_run_here(e, cfg: TrainConfig):
-    """Whether `e` is a full disk, exhausted memory or a refused write of the run: faults after
-    which the trainer cleans up a new run's directory (and says so: `explain`'s `left`)."""
-    return bool(_refused(e, cfg) or isinstance(e, (tf.errors.ResourceExhaustedError, MemoryError))
-                or disk_full(e, cfg.model_dir, ""))
-
-
 def peer_gone(e, multi_worker):
     """Whether `e` is a failed collective of a multi-worker run: a peer worker died or is gone."""
     return multi_worker and type(e).__name__ in PEER_ERRORS
 
 
-def explain(e, cfg: TrainConfig, inp=None, left="", peer=None):
-    """The UserError that says why the run stopped with `e` (an OSError, MemoryError or one of
-    TensorFlow's errors), or `e` itself when it is none of the faults above (a bug: its traceback
-    is wanted). `inp`: the run's input (None if not made yet); `left`: what the line adds about
-    model_dir; `peer`: (step, newest checkpoint's name or None) when a peer worker is gone
-    (`peer_gone`), else None."""
+def explain(e, cfg: TrainConfig, inp=None, peer=None):
+    """(the UserError that says why the run stopped with `e`, an OSError, MemoryError or one of
+    TensorFlow's errors, or `e` itself when it is none of the faults above: a bug, its traceback
+    is wanted; whether the fault ends the run where a new run's directory is cleaned up: a full
+    disk, memory, a refused write, whose line the trainer ends with what it left behind).
+    `inp`: the run's input (None if not made yet); `peer`: (step, newest checkpoint's name or
+    None) when a peer worker is gone (`peer_gone`), else None."""
     refused = _refused(e, cfg)
-    memory = isinstance(e, (tf.errors.ResourceExhaustedError, MemoryError))
     disk = disk_full(e, cfg.model_dir, "free space there or give another --model_dir")
     if disk:
-        return UserError(disk + left)
-    if memory:
+        return UserError(disk), True
+    if isinstance(e, (tf.errors.ResourceExhaustedError, MemoryError)):
         return UserError(f"out of memory ({type(e).__name__}): lower --batch_size (now "
                          f"{cfg.batch_size}) or --widths (now "
-                         f"{','.join(map(str, cfg.model.widths))}){left}")
+                         f"{','.join(map(str, cfg.model.widths))})"), True
     if refused:
         where, reason = refused
         return UserError(f"cannot write the run in --model_dir={cfg.model_dir}: {reason} "
-                         f"({where}); fix permissions or use another --model_dir{left}")
+                         f"({where}); fix permissions or use another --model_dir"), True
     damaged = inputs.read_error(e, inp) if inp is not None else None
     if damaged is not None:  # a shard of a tfds directory read while training
-        return damaged
+        return damaged, False
     if peer is None:
-        return e
+        return e, False
     step, latest = peer
     resume_from = (os.path.join(cfg.model_dir, CKPT, latest) if latest
                    else "the beginning (no checkpoint yet)")
     return UserError(f"another worker failed or became unreachable near step {step} "
                      f"({type(e).__name__}: {first_line(e)}); restart every worker with the same "
-                     f"command to resume from {resume_from}")
+                     f"command to resume from {resume_from}"), False
 
 
 def _refused(e, cfg):

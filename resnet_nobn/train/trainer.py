@@ -7,6 +7,7 @@ steps (steps.py), the checkpoints (checkpoints.py, in the order rollback.py give
 log (train_log.py), results.json (results.py), the summaries (monitor.py, summaries.py,
 profiling.py), the lock (lock.py) and the one line of a fault (failures.py).
 """
+import contextlib
 import dataclasses
 import math
 import os
@@ -436,24 +437,23 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     trainer = None
     try:
         trainer = Trainer(cfg, strategy, plan)
-        if not trainer.chief:
-            return trainer.run()
-        with lock.locked(cfg.model_dir):
+        with lock.locked(cfg.model_dir) if trainer.chief else contextlib.nullcontext():
             return trainer.run()
     except lock.InUse as e:
         raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
                         "its checkpoints); wait for that run or use another --model_dir") from None
     except (tf.errors.OpError, OSError, MemoryError) as e:
-        left, peer = "", trainer is not None and failures.peer_gone(
+        peer = trainer is not None and failures.peer_gone(
             e, multiworker.is_multi_worker(trainer.strategy))
-        if failures.ends_the_run_here(e, cfg):
-            left = _clean_up(cfg, trainer, new)
-        elif peer:
+        if peer:
             trainer.checkpoints.remove_scratch()
-        said = failures.explain(e, cfg, trainer and trainer.input, left,
-                                (trainer.step, trainer.checkpoints.latest()) if peer else None)
+        said, clean_up = failures.explain(e, cfg, trainer and trainer.input,
+                                          (trainer.step, trainer.checkpoints.latest()) if peer
+                                          else None)
         if said is e:
             raise
+        if clean_up:
+            said = UserError(str(said) + _clean_up(cfg, trainer, new))
         raise said from None
 
 
