@@ -1,7 +1,7 @@
 """The trainer, the hub of one run: it alone sequences the run, top to bottom, in the order it
 happens (docs/architecture.md draws it): build, restore, begin, the loop, the end.
 
-Its spokes each do one job and call no other spoke: the strategy (cluster.py, multiworker.py),
+Its spokes each do one job and sequence nothing: the strategy (cluster.py, multiworker.py),
 the run directory read once (rundir.py) and the start decided from it (resume.py), the compiled
 steps (steps.py), the checkpoints (checkpoints.py, in the order rollback.py gives), the training
 log (train_log.py), results.json (results.py), the summaries (monitor.py, summaries.py,
