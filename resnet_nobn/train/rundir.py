@@ -38,7 +38,8 @@ class RunDir:
     `config_unreadable`/`results_unreadable`: the file exists but holds no JSON object;
     `diverged`: diverged.json when it is a divergence record (an integer `step`); `steps`: every
     `ckpt-<step>` with any file, newest first, `indexed` those with their `.index` file;
-    `losses`: ckpt/losses.json as {step: loss or None}; `held_by`: the lock's holder, if live;
+    `losses`: ckpt/losses.json as {step: loss or None}; `held_by`: the lock's holder, if live
+(and asked: `read`);
     `checkpoint_settings`: (config.json object, where) of the newest checkpoint's record, filled
     in by the trainer (it needs TensorFlow) only when config.json is missing.
     """
@@ -60,8 +61,10 @@ class RunDir:
         return os.path.join(self.model_dir, CKPT)
 
 
-def read(model_dir):
-    """The RunDir of `model_dir` (an absent directory reads as empty)."""
+def read(model_dir, ask_lock=True):
+    """The RunDir of `model_dir` (an absent directory reads as empty). `ask_lock`: whether to ask
+    who holds its lock (asking takes a shared flock for an instant: the trainer, which takes
+    the lock itself and whose workers start together, does not ask)."""
     if not os.path.isdir(model_dir):
         return RunDir(model_dir)
     config_path, results_path = os.path.join(model_dir, CONFIG), os.path.join(model_dir, RESULTS)
@@ -76,7 +79,8 @@ def read(model_dir):
         steps=tuple(steps),
         indexed=frozenset(s for s in steps
                           if os.path.exists(os.path.join(ckpt_dir, f"ckpt-{s}.index"))),
-        losses=losses_of(read_json(os.path.join(ckpt_dir, LOSSES))), held_by=holder(model_dir))
+        losses=losses_of(read_json(os.path.join(ckpt_dir, LOSSES))),
+        held_by=holder(model_dir) if ask_lock else None)
 
 
 def losses_of(raw):

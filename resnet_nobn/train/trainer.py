@@ -91,7 +91,7 @@ class Trainer:
     def _read_run_dir(self):
         """The run directory, read once; without config.json, with the settings its newest
         checkpoint records (read with TensorFlow)."""
-        run = rundir.read(self.cfg.model_dir)
+        run = rundir.read(self.cfg.model_dir, ask_lock=False)  # it takes the lock itself
         if run.config is None and not run.config_unreadable and run.steps:
             run = dataclasses.replace(run, checkpoint_settings=checkpoints.run_config_in_checkpoint(
                 run.ckpt_dir, run.steps))
