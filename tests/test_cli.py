@@ -3,6 +3,7 @@ import glob
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,16 +56,33 @@ def test_imagenet_flags_default_to_the_imagenet_recipe():
         assert f"(default: '{default}')" in defaults[flag], (flag, defaults.get(flag))
 
 
-def test_tiny_run_trains_resumes_and_writes_results(tmp_path):
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One finished 4-step TINY run, trained once for the tests that start from such a run:
+    (its directory, its CompletedProcess). A test copies the directory (`_copy_of`) before
+    changing anything in it."""
+    run = tmp_path_factory.mktemp("tiny_run") / "run"
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
+    return run, proc
+
+
+def _copy_of(tiny_run, where):
+    """A copy of the fixture's run directory at `where`: a run at step 4, this test's own."""
+    shutil.copytree(tiny_run[0], where)
+    return where
+
+
+def test_tiny_run_trains_resumes_and_writes_results(tiny_run, tmp_path):
+    proc = tiny_run[1]
     assert "step 4/4" in proc.stdout and "img/s" in proc.stdout and "eta" in proc.stdout
-    results = json.loads((tmp_path / "results.json").read_text())
+    run = _copy_of(tiny_run, tmp_path / "run")
+    results = json.loads((run / "results.json").read_text())
     assert results["global_step"] == 4 and results["config"]["model"]["widths"] == [8, 16, 32]
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={tmp_path}")
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stdout and "step 6/6" in proc.stdout
-    assert json.loads((tmp_path / "results.json").read_text())["global_step"] == 6
+    assert json.loads((run / "results.json").read_text())["global_step"] == 6
 
 
 @pytest.mark.parametrize("args, message", [
@@ -94,16 +112,16 @@ def test_data_dir_without_the_dataset_says_how_to_prepare_it(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_model_dir_of_another_architecture_is_refused(tmp_path):
-    assert run_cli("cifar_train.py", *TINY, "--train_steps=2", f"--model_dir={tmp_path}").returncode == 0
-    before = sorted(os.listdir(tmp_path / "ckpt"))
-    results = (tmp_path / "results.json").read_text()
+def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
+    run = _copy_of(tiny_run, tmp_path / "run")
+    before = sorted(os.listdir(run / "ckpt"))
+    results = (run / "results.json").read_text()
     wider = [a if not a.startswith("--widths") else "--widths=8,16,64" for a in TINY]
-    proc = run_cli("cifar_train.py", *wider, "--train_steps=4", f"--model_dir={tmp_path}")
+    proc = run_cli("cifar_train.py", *wider, "--train_steps=6", f"--model_dir={run}")
     _assert_one_line_error(proc, "different architecture", "widths")
     assert proc.returncode == 2
-    assert sorted(os.listdir(tmp_path / "ckpt")) == before
-    assert (tmp_path / "results.json").read_text() == results
+    assert sorted(os.listdir(run / "ckpt")) == before
+    assert (run / "results.json").read_text() == results
 
 
 def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(tmp_path):
@@ -193,7 +211,7 @@ def test_config_command_line_and_report_import_without_tensorflow(tmp_path, modu
     assert proc.returncode == 0, proc.stderr
 
 
-def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tmp_path):
+def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tiny_run, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
     proc = run_cli("cifar_train.py", *TINY, f"--model_dir={a_file}")
@@ -210,8 +228,7 @@ def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tmp_pa
                    f"--model_dir={tmp_path / 'run'}")
     _assert_one_line_error(proc, "cifar10")
     assert proc.returncode == 2 and not (tmp_path / "run").exists()
-    run = tmp_path / "run"
-    assert run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={run}").returncode == 0
+    run = _copy_of(tiny_run, tmp_path / "run")
     (run / "results.json").write_text('"a string"')  # parses, but is not an object
     proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0 and "unreadable" in proc.stdout, proc.stderr  # set aside, said so

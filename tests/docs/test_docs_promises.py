@@ -34,33 +34,44 @@ def test_progress_lines_in_the_docs_are_the_programs():
         assert PROGRESS.search(line), (name, line)
 
 
-def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One 4-step run of the BN-free net, logged and checkpointed every 2 steps, read (never
+    changed) by the tests below: (its directory, its CompletedProcess)."""
+    run = tmp_path_factory.mktemp("tiny_run")
     proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", "--log_every=2",
-                   "--checkpoint_every=2", f"--model_dir={tmp_path}")
+                   "--checkpoint_every=2", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
+    return run, proc
+
+
+def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(tiny_run):
+    run, proc = tiny_run
     progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
     assert len(progress) == 2 and all(PROGRESS.fullmatch(line) for line in progress), proc.stdout
     # `.lock` stays, naming its last holder; it is an flock, so it does not block the next run
-    holder = (tmp_path / ".lock").read_text().strip()
+    holder = (run / ".lock").read_text().strip()
     assert re.fullmatch(r"pid \d+ on host \S+ since [0-9-]+ [0-9:]+", holder), holder
     # a loss for each checkpoint a loop trained on from; none for the one the run ended at
-    assert sorted(os.listdir(tmp_path / "ckpt")).count("ckpt-4.index") == 1
-    assert sorted(json.loads((tmp_path / "ckpt" / "losses.json").read_text())) == ["0", "2"]
+    assert sorted(os.listdir(run / "ckpt")).count("ckpt-4.index") == 1
+    assert sorted(json.loads((run / "ckpt" / "losses.json").read_text())) == ["0", "2"]
 
 
-def test_every_tensorboard_scalar_a_run_writes_is_in_the_training_guides_table(tmp_path):
+def test_every_tensorboard_scalar_a_run_writes_is_in_the_training_guides_table(tmp_path,
+                                                                               tiny_run):
     """docs/training.md's TensorBoard table names every scalar of train/ and eval/ (a tag
-    `family/<name>` by its family), for the BN-free net (which adds branch_bound/) and the twin."""
+    `family/<name>` by its family), for the BN-free net (which adds branch_bound/; the module's
+    run) and the twin."""
     import tensorflow as tf
     with open(os.path.join(ROOT, "docs", "training.md")) as f:
         guide = f.read()
     table = guide[guide.index("### TensorBoard"):guide.index("### Progress")]
     tags = set()
-    for norm in ("none", "batch"):
-        run = tmp_path / norm
-        proc = run_cli("cifar_train.py", *TINY, f"--norm={norm}", "--train_steps=4",
-                       "--log_every=2", f"--model_dir={run}")
-        assert proc.returncode == 0, proc.stderr
+    twin = tmp_path / "batch"
+    proc = run_cli("cifar_train.py", *TINY, "--norm=batch", "--train_steps=4", "--log_every=2",
+                   f"--model_dir={twin}")
+    assert proc.returncode == 0, proc.stderr
+    for run in (tiny_run[0], twin):
         for path in glob.glob(str(run / "*" / "events.out.tfevents.*")):
             for event in tf.compat.v1.train.summary_iterator(path):
                 tags |= {(os.path.basename(os.path.dirname(path)), v.tag)

@@ -36,12 +36,19 @@ def test_help_exits_0_and_shows_the_projects_flags_first(script, flag):
         assert "absl.app" not in out and "--[no]only_check_args" not in out
 
 
-def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path):
-    """Nothing is built: here TensorFlow cannot even be imported, and the command still answers."""
-    run = tmp_path / "run"
-    args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
-    proc = run_cli("cifar_train.py", *args)
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished 2-step TINY run, trained once for this module; a test runs on its own copy."""
+    run = tmp_path_factory.mktemp("finished") / "run"
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=2", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
+    return run
+
+
+def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path, finished_run):
+    """Nothing is built: here TensorFlow cannot even be imported, and the command still answers."""
+    run = shutil.copytree(finished_run, tmp_path / "run")
+    args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
     before = {f: os.path.getmtime(run / f) for f in _files(run)}
     fake = tmp_path / "fake" / "tensorflow"
     fake.mkdir(parents=True)
@@ -66,10 +73,10 @@ def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path):
     assert longer.returncode != 0 and "nothing to train" not in longer.stdout
 
 
-def test_a_finished_run_is_not_finished_for_other_settings_or_a_pending_divergence(tmp_path):
-    run = tmp_path / "run"
+def test_a_finished_run_is_not_finished_for_other_settings_or_a_pending_divergence(
+        tmp_path, finished_run):
+    run = shutil.copytree(finished_run, tmp_path / "run")
     args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
-    assert run_cli("cifar_train.py", *args).returncode == 0
     other = run_cli("cifar_train.py", *args, "--seed=3")
     assert other.returncode == 2 and "seed: 0 there, 3 here" in other.stderr, other.stderr
     (run / "diverged.json").write_text('{"step": 2, "retry_with": "--learning_rate=0.005"}')
