@@ -172,7 +172,11 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         with tf.GradientTape() as tape:
             logits, pooled = with_pool(images, training=True)
             logits = tf.cast(logits, tf.float32)
-            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+            if labels.shape.rank == 2:  # --mixup's mixed one-hot labels: lam CE(y) + (1-lam) CE(y')
+                per_example = tf.nn.softmax_cross_entropy_with_logits(labels, logits)
+                labels = tf.argmax(labels, -1, output_type=tf.int32)  # the larger share, for top-k
+            else:
+                per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
             cross_entropy = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             # the weight decay the model carries (build_model's kernel regularizers, as fit adds)
             decay = tf.add_n([tf.cast(term, tf.float32) for term in model.losses] + [0.0])
