@@ -132,7 +132,6 @@ class KerasRun:
     def __init__(self, cfg, train, run):
         import jax
         import jax.numpy as jnp
-        import keras
         from resnet_nobn import recipes
         from resnet_nobn.model import network
         self.cfg, self.train = cfg, train
@@ -167,12 +166,10 @@ class KerasRun:
             return jnp.argmax(logits, axis=-1)
 
         self.step, self.predict = step, jax.jit(predict)
-        del keras
 
     def start(self, seed):
         """The trainable, non-trainable and optimizer state of a fresh model of `seed`."""
         import keras
-        from resnet_nobn.config import resolve_head_seed  # noqa: F401 -- build_model's own
         from resnet_nobn.model import network
         keras.utils.set_random_seed(seed)
         model = network.build_model(self.cfg, seed=seed, weight_decay=self.train.weight_decay)
@@ -276,7 +273,6 @@ def make_reference(cfg, train, run):
     """bench/fixup_jax.py's independent Fixup, started from the project's Fixup's weights."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import fixup_jax  # bench/, beside this file
-    import jax
     import jax.numpy as jnp
     if run.get("mixup"):
         raise ValueError(f"{run['name']}: fixup_ref's step (bench/fixup_jax.py) takes one label "
@@ -302,7 +298,6 @@ def make_reference(cfg, train, run):
         def predict(params, velocity, x):
             return jnp.argmax(fixup_jax.logits(params, x, arch, opts), axis=-1)
 
-    del jax
     return Reference()
 
 

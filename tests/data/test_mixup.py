@@ -2,13 +2,15 @@
 image mixed with a random training image by one lam ~ Beta(alpha, alpha) per global batch, the
 labels likewise (soft labels), the same on any number of replicas and on resume; off, the stream
 is bit for bit what it was; the step's loss is lam CE(y) + (1 - lam) CE(y')."""
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from resnet_nobn.data import cifar
 from resnet_nobn.datasets import DATASETS
-from tests.helpers import tiny_config
+from tests.helpers import run_cli, tiny_config, write_idx
 
 pytestmark = pytest.mark.timeout(300)
 FMNIST = DATASETS["fashion_mnist"]
@@ -23,14 +25,11 @@ def _input(mixup, n=32):
 
 
 def _batches(inp, global_batch, start_step, count, replicas=1):
-    """`count` global batches from `start_step`, each the concatenation of its replicas' parts."""
-    parts = []
-    for r in range(replicas):
-        ctx = tf.distribute.InputContext(num_replicas_in_sync=replicas)
-        del r  # one input pipeline: its per-replica batches follow one another
-        it = iter(inp.train_dataset(ctx, global_batch, start_step))
-        parts = [next(it) for _ in range(count * replicas)]
-        break
+    """`count` global batches from `start_step`, each the concatenation of its replicas' parts
+    (one input pipeline: its per-replica batches follow one another)."""
+    ctx = tf.distribute.InputContext(num_replicas_in_sync=replicas)
+    it = iter(inp.train_dataset(ctx, global_batch, start_step))
+    parts = [next(it) for _ in range(count * replicas)]
     return [tuple(np.concatenate([parts[g * replicas + r][k].numpy() for r in range(replicas)])
                   for k in range(2)) for g in range(count)]
 
@@ -94,3 +93,22 @@ def test_the_steps_loss_of_mixed_labels_is_the_mixed_cross_entropy():
     np.testing.assert_array_equal(plain.numpy(), tf.nn.sparse_softmax_cross_entropy_with_logits(
         y, logits).numpy())
     assert same is y
+
+
+def test_a_run_records_its_mixup_and_refuses_another_on_resume(tmp_path):
+    from resnet_nobn.data import prepare
+    rng = np.random.default_rng(4)
+    write_idx(str(tmp_path / "idx"), (rng.integers(0, 256, (24, 28, 28)), rng.integers(0, 10, 24)),
+              (rng.integers(0, 256, (8, 28, 28)), rng.integers(0, 10, 8)))
+    (tmp_path / "data").mkdir()
+    prepare.prepare(prepare.tfds_builder("fashion_mnist", str(tmp_path / "data")),
+                    str(tmp_path / "idx"))
+    run = tmp_path / "run"
+    flags = ["--dataset=fashion_mnist", f"--data_dir={tmp_path / 'data'}", f"--model_dir={run}",
+             "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1", "--batch_size=8",
+             "--eval_every=2", "--log_every=1"]
+    p = run_cli("cifar_train.py", *flags, "--train_steps=2", "--mixup=1")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((run / "config.json").read_text())["mixup"] == 1.0
+    p = run_cli("cifar_train.py", *flags, "--train_steps=4", "--mixup=0.2")
+    assert p.returncode != 0 and "mixup" in p.stderr and p.stderr.count("\n") == 1, p.stderr
