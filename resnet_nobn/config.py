@@ -145,6 +145,11 @@ class TrainConfig:
                               "(the forked code's), or dataset: (x - mean) / std, one mean and std "
                               "per channel over the training split (results.json records them).",
                               choices=("per_image", "dataset"), only_for=of_recipe("cifar"))
+    mixup: float = option(0.0, "Mixup (Zhang et al. 2018) with Beta(alpha, alpha): each training "
+                          "image mixed with a random other one, lam x + (1 - lam) x', its label "
+                          "likewise, one lam per global batch; Fixup's reference code trains with "
+                          "alpha 1. 0: none (the paper's).", "alpha", lower=0,
+                          only_for=of_recipe("cifar"))
     # optimization
     train_steps: int = option(60_000, "Training steps (global batches).", "steps", lower=1)
     batch_size: int = option(128, "Global batch size (images per step over all replicas and "
@@ -235,6 +240,9 @@ class TrainConfig:
                                               of_recipe("cifar")):  # no split to compute it over
             raise ValueError("--standardize=dataset needs a training split (CIFAR's recipe), and "
                              "--use_synthetic_data has none: use --standardize=per_image")
+        if self.mixup > 0 and self.use_synthetic_data:
+            raise ValueError("--mixup mixes the training split's images, and --use_synthetic_data "
+                             "has none: use --mixup=0")
         if self.max_branch_norm > 0 and self.model.norm == "batch":
             raise ValueError("--max_branch_norm bounds the normalization-free blocks; with "
                              "--norm=batch the branch's BN makes ||C2|| ||C1|| no bound: use "
@@ -263,7 +271,7 @@ class TrainConfig:
 # the trainer (a resume or --eval_only in the same model_dir: resnet_nobn/train/rundir.py) and for
 # run/ablate.py (which reuses a finished run only if its scientific fields match: study.py).
 # What a run computes: never changed on resume, except to a diverged run's `retry with:` advice.
-SCIENTIFIC_FIELDS = ("dataset", "class_names", "use_synthetic_data", "crop_padding",
+SCIENTIFIC_FIELDS = ("dataset", "class_names", "use_synthetic_data", "crop_padding", "mixup",
                      "standardize", "batch_size", "learning_rate", "lr_boundaries",
                      "lr_decay_factor", "lr_decay_every", "warmup_steps", "momentum",
                      "weight_decay", "clip_norm", "agc", "scalar_lr_factor", "max_branch_norm",

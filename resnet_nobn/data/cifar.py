@@ -95,14 +95,32 @@ def augment(image, seed, padding):
     return tf.image.stateless_random_flip_left_right(image, seed=seeds[1])
 
 
+def mixup_partner(images, labels, seed, pos, global_batch, alpha, padding, num_classes, info):
+    """Mixup (Zhang et al. 2018) of one training example at stream position `pos`, as Fixup's
+    reference code trains (`--alpha=1`): (an augmented random training image x' and its one-hot
+    label y', lam), lam ~ Beta(alpha, alpha) drawn once per global batch (pos // global_batch),
+    so every replica mixes its part of a global batch with the same lam. Stateless in (seed, pos):
+    a resumed run and any number of replicas mix alike. The reference pairs each image with
+    another of its own batch (a permutation); here the partner is a random image of the training
+    split, a draw of the same kind that needs no other replica's batch."""
+    n = tf.shape(labels, out_type=tf.int64)[0]
+    j = tf.random.stateless_uniform([], tf.stack([seed, -1 - pos]), 0, n, dtype=tf.int64)
+    partner = augment(to_network(tf.gather(images, j), info), tf.stack([seed, -(2 ** 40) - pos]),
+                      padding)
+    g = tf.random.stateless_gamma([2], tf.stack([seed, -(2 ** 41) - pos // global_batch]), alpha)
+    lam = g[0] / (g[0] + g[1])
+    return partner, tf.one_hot(tf.gather(labels, j), num_classes), lam
+
+
 class InMemoryInput:
     """A dataset held in memory (CIFAR's recipe), read through tfds; the stream is a function of
     the step. Images are held as the dataset stores them and made the network's (`to_network`)
     as they are read, and standardised last (`standardization`, per-image by default)."""
 
     def __init__(self, info: DatasetInfo, train, test, seed, crop_padding=2, mismatch=None,
-                 standardize=standardization.Standardization()):
+                 standardize=standardization.Standardization(), mixup=0.0, num_classes=None):
         self.info, self.seed, self.crop_padding = info, seed, crop_padding
+        self.mixup, self.num_classes = mixup, num_classes or info.num_classes
         self.standardization = standardize
         self.mismatch = mismatch  # tfds_dir.provenance: whose images these are, if not info's
         self._train_images, self._train_labels = train
@@ -123,11 +141,20 @@ class InMemoryInput:
         start = start_step * global_batch
         ds = tf.data.Dataset.range(start // n, 2 ** 40).flat_map(epoch).skip(start % n)
 
+        alpha, num_classes = self.mixup, self.num_classes
+
         def load(t):
             pos, idx = t[0], t[1]
             image = augment(to_network(tf.gather(images, idx), info),
                             tf.stack([tf.constant(seed, tf.int64), pos]), padding)
-            return standardize(image), tf.gather(labels, idx)
+            if not alpha:
+                return standardize(image), tf.gather(labels, idx)
+            # --mixup: the mixed standardised images and the mixed one-hot labels (soft labels)
+            partner, other, lam = mixup_partner(images, labels, tf.constant(seed, tf.int64), pos,
+                                                global_batch, alpha, padding, num_classes, info)
+            label = tf.one_hot(tf.gather(labels, idx), num_classes)
+            return (lam * standardize(image) + (1 - lam) * standardize(partner),
+                    lam * label + (1 - lam) * other)
 
         return batch_and_prefetch(pipeline_part(ds, global_batch, ctx), load, ctx, global_batch)
 
@@ -163,4 +190,5 @@ def make_input(cfg: TrainConfig):
     standardize = (dataset_standardization(train[0], info) if cfg.standardize == "dataset"
                    else standardization.Standardization())
     return InMemoryInput(info, train, load_split(builder, "test", info), cfg.seed,
-                         cfg.crop_padding, tfds_dir.provenance(builder, info), standardize)
+                         cfg.crop_padding, tfds_dir.provenance(builder, info), standardize,
+                         cfg.mixup, cfg.model.num_classes)

@@ -53,7 +53,8 @@ def make_input(cfg: TrainConfig):
     train, test = (read_split(files[split], info.image_size) for split in image_folder.SPLITS)
     standardize = (cifar.dataset_standardization(train[0], info) if cfg.standardize == "dataset"
                    else standardization.Standardization())
-    inp = InMemoryInput(info, train, test, cfg.seed, cfg.crop_padding, standardize=standardize)
+    inp = InMemoryInput(info, train, test, cfg.seed, cfg.crop_padding, standardize=standardize,
+                        mixup=cfg.mixup, num_classes=cfg.model.num_classes)
     inp.folder = dict(root=os.path.abspath(cfg.data_dir), train_images=len(train[1]),
                       test_images=len(test[1]))
     return inp

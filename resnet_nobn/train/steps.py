@@ -101,6 +101,17 @@ def bound_gradients(total, variables, kernels, cfg, norm, loss_scale=1.0):
     return total, bound
 
 
+def per_example_cross_entropy(labels, logits):
+    """(each example's softmax cross-entropy, its class for top-k): labels are classes, or
+    --mixup's mixed one-hot rows lam e_y + (1 - lam) e_y', whose cross-entropy is
+    lam CE(y) + (1 - lam) CE(y') (the cross-entropy is linear in the label), and whose class for
+    top-k is the larger share."""
+    if labels.shape.rank == 2:
+        return (tf.nn.softmax_cross_entropy_with_logits(labels, logits),
+                tf.argmax(labels, -1, output_type=tf.int32))
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits), labels
+
+
 def scale_scalar_gradients(grads, variables, scalars, factor):
     """The gradient of each of `scalars` (model.scalar_parameters: Fixup's biases and multipliers,
     SkipInit's alpha) times `factor`: with SGD and momentum (and no weight decay on them) that is
@@ -178,7 +189,7 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
         with tf.GradientTape() as tape:
             logits, pooled = with_pool(images, training=True)
             logits = tf.cast(logits, tf.float32)
-            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+            per_example, labels = per_example_cross_entropy(labels, logits)
             cross_entropy = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             # the weight decay the model carries (build_model's kernel regularizers, as fit adds)
             decay = tf.add_n([tf.cast(term, tf.float32) for term in model.losses] + [0.0])

@@ -207,8 +207,8 @@ ALLOWED_ON_RESUME = dict(train_steps=9, data_dir="/elsewhere", model_dir="moved"
                          eval_steps=1, checkpoint_every=2, log_every=2, steps_per_loop=1,
                          strategy="mirrored", xla=True, deterministic=True, profile_steps=[1, 2])
 # Fixed on resume too, but each needs another dataset to change alone (tests/data:
-# test_standardize.py, test_image_folder.py)
-FIXED_WITH_THE_DATA = ("standardize", "class_names")
+# test_standardize.py, test_image_folder.py, test_mixup.py)
+FIXED_WITH_THE_DATA = ("standardize", "class_names", "mixup")
 
 
 def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
