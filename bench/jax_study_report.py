@@ -7,8 +7,8 @@ by image (docs/stability.md, "Longer, on a GPU").
 A condition is a run's name without its `_s<seed>` ending. Per condition: the test error of every
 seed (or the step of its first non-finite loss), how many seeds finished, and the mean with its 95%
 Student t interval over the finished seeds. Per pair A:B: the gap in test error over the seeds that
-finished on both sides, paired by image on the 10,000 test images (bench/paired_gap.py's
-`paired_interval`) and over those seeds.
+finished on both sides, paired by image on the 10,000 test images (resnet_nobn/study/stats.py
+`paired_interval`, as bench/paired_gap.py) and over those seeds.
 """
 import argparse
 import collections
@@ -22,8 +22,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from jax_study import correct_of  # noqa: E402
-from paired_gap import paired_interval, seed_interval  # noqa: E402
 from resnet_nobn.study import stats  # noqa: E402
+from resnet_nobn.study.stats import paired_interval, seed_interval  # noqa: E402
 
 
 def conditions(records):

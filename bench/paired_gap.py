@@ -20,7 +20,7 @@ import numpy as np
 from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from resnet_nobn.study import stats as report_stats  # noqa: E402  (the report's t interval)
+from resnet_nobn.study.stats import paired_interval, seed_interval  # noqa: E402
 
 flags.DEFINE_list("a", None, "Side A: model_dirs of finished runs, one per seed.")
 flags.DEFINE_list("b", None, "Side B: model_dirs of finished runs, in the same seed order as --a.")
@@ -28,22 +28,6 @@ flags.DEFINE_string("data_dir", None, "tfds data directory of the runs' dataset 
                     "run's own --data_dir).")
 flags.DEFINE_string("json", None, "Also write the figures to this JSON file.")
 flags.DEFINE_float("level", 0.95, "Confidence level of the intervals.")
-
-
-def paired_interval(wrong_a, wrong_b, level=0.95):
-    """(gap, low, high): the mean over images of d = mean_seeds(wrong_a) - mean_seeds(wrong_b),
-    and the paired Student t interval over the images. `wrong_*`: (seeds, images) arrays of 0/1
-    (1: that seed's network gets that image wrong); the same images in the same order."""
-    d = np.mean(wrong_a, axis=0, dtype=np.float64) - np.mean(wrong_b, axis=0, dtype=np.float64)
-    return (float(d.mean()), *report_stats.interval(d, level))
-
-
-def seed_interval(errors_a, errors_b, level=0.95):
-    """(gap, low, high) over seeds: the per-seed differences of test error, Student t; None with
-    fewer than two seeds."""
-    d = np.asarray(errors_a, np.float64) - np.asarray(errors_b, np.float64)
-    bounds = report_stats.interval(d, level)
-    return None if bounds is None else (float(d.mean()), *bounds)
 
 
 def wrong_on_test(model_dir, data_dir=None, batch=500):

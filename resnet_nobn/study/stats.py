@@ -7,7 +7,9 @@ sets the paper's all-convolutional net (no BN, identity init) beside a ResNet wi
 twin is the row of the same settings with --norm=batch (and its own init). Their difference is
 paired by seed when both rows have results for the same seeds, at least two (the runs of one seed
 start from the same data order), a paired t interval (scipy.stats.ttest_rel); else Welch's
-interval for two samples (scipy.stats.ttest_ind, equal_var=False).
+interval for two samples (scipy.stats.ttest_ind, equal_var=False). Two networks' gap
+on one shared test set is paired image by image (`paired_interval`: bench/paired_gap.py and
+bench/jax_study_report.py).
 """
 import json
 import math
@@ -28,6 +30,22 @@ def interval(values, level=LEVEL):
         return float(np.mean(values)), float(np.mean(values))
     low, high = stats.t.interval(level, len(values) - 1, loc=np.mean(values), scale=sem)
     return float(low), float(high)
+
+
+def paired_interval(wrong_a, wrong_b, level=0.95):
+    """(gap, low, high): the mean over images of d = mean_seeds(wrong_a) - mean_seeds(wrong_b),
+    and the paired Student t interval over the images. `wrong_*`: (seeds, images) arrays of 0/1
+    (1: that seed's network gets that image wrong); the same images in the same order."""
+    d = np.mean(wrong_a, axis=0, dtype=np.float64) - np.mean(wrong_b, axis=0, dtype=np.float64)
+    return (float(d.mean()), *interval(d, level))
+
+
+def seed_interval(errors_a, errors_b, level=0.95):
+    """(gap, low, high) over seeds: the per-seed differences of test error, Student t; None with
+    fewer than two seeds."""
+    d = np.asarray(errors_a, np.float64) - np.asarray(errors_b, np.float64)
+    bounds = interval(d, level)
+    return None if bounds is None else (float(d.mean()), *bounds)
 
 
 def mean_interval(values, digits=2):
