@@ -34,7 +34,6 @@ test error and the per-image correctness on the 10,000 test images (`correct_of`
 """
 import argparse
 import base64
-import gzip
 import json
 import os
 import sys
@@ -48,21 +47,12 @@ LOG_EVERY = 10
 SIZE = 32
 
 
-def read_idx(path):
-    """A gzipped idx file (MNIST's format) as a uint8 array."""
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
-
 def load(data):
-    """{split: (images uint8 [N, 28, 28], labels int32)} from Fashion-MNIST's four idx files."""
-    names = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-             "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
-    return {split: (read_idx(os.path.join(data, i)), read_idx(os.path.join(data, lab)).astype("int32"))
-            for split, (i, lab) in names.items()}
+    """{split: (images uint8 [N, 28, 28], labels int32)} from Fashion-MNIST's four idx files in
+    `data`, read and checked by the project's reader (resnet_nobn/data/fashion_mnist.py)."""
+    from resnet_nobn.data import fashion_mnist
+    return {split: (images, labels.astype("int32")) for split in fashion_mnist.FILES
+            for images, labels in [fashion_mnist.read_split(data, split)]}
 
 
 def to_network(images, border):
@@ -129,7 +119,7 @@ def configs(run):
 class KerasRun:
     """One configuration's jitted step and evaluation, shared by its seeds (compiled once)."""
 
-    def __init__(self, cfg, train, run):
+    def __init__(self, cfg, train):
         import jax
         import jax.numpy as jnp
         from resnet_nobn import recipes
@@ -183,6 +173,7 @@ def train_one(run, data, cache):
     """Trains one run; its record and its per-image correctness (None if it went non-finite)."""
     import jax
     import jax.numpy as jnp
+    from resnet_nobn.schedule import StepSchedule
     cfg, train = configs(run)
     border = run.get("border", "pad")
     key_data = (border, run.get("standardize", "per_image"))
@@ -197,14 +188,13 @@ def train_one(run, data, cache):
                           sort_keys=True)
     if key_step not in cache:
         cache[key_step] = (make_reference(cfg, train, run) if run["net"] == "fixup_ref"
-                           else KerasRun(cfg, train, run))
+                           else KerasRun(cfg, train))
     runner = cache[key_step]
     tv, ntv, ov = runner.start(run["seed"])
     if (key_data, key_step) not in cache:
         cache[key_data, key_step] = batch_step(runner, run, x_train, y_train, standardize)
     batch_of = cache[key_data, key_step]
-    rates = [train.learning_rate * train.lr_decay_factor ** sum(s >= b for b in train.lr_boundaries)
-             for s in range(train.train_steps)]
+    rates = np.asarray(StepSchedule.of(train)(np.arange(train.train_steps)))  # fixup_ref's rates
 
     rng = np.random.default_rng(run["seed"])
     n = len(data["train"][1])
@@ -281,7 +271,7 @@ def make_reference(cfg, train, run):
     opts = fixup_jax.Options(leakiness=0.0, weight_decay=train.weight_decay,
                              scalar_lr_factor=train.scalar_lr_factor, **run.get("options", {}))
     inner = fixup_jax.make_step(arch, opts)
-    keras_side = KerasRun(cfg, train, run)
+    keras_side = KerasRun(cfg, train)
 
     class Reference:
         def start(self, seed):

@@ -32,7 +32,7 @@ def interval(values, level=LEVEL):
     return float(low), float(high)
 
 
-def paired_interval(wrong_a, wrong_b, level=0.95):
+def paired_interval(wrong_a, wrong_b, level=LEVEL):
     """(gap, low, high): the mean over images of d = mean_seeds(wrong_a) - mean_seeds(wrong_b),
     and the paired Student t interval over the images. `wrong_*`: (seeds, images) arrays of 0/1
     (1: that seed's network gets that image wrong); the same images in the same order."""
@@ -40,7 +40,7 @@ def paired_interval(wrong_a, wrong_b, level=0.95):
     return (float(d.mean()), *interval(d, level))
 
 
-def seed_interval(errors_a, errors_b, level=0.95):
+def seed_interval(errors_a, errors_b, level=LEVEL):
     """(gap, low, high) over seeds: the per-seed differences of test error, Student t; None with
     fewer than two seeds."""
     d = np.asarray(errors_a, np.float64) - np.asarray(errors_b, np.float64)
