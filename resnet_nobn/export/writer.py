@@ -11,7 +11,7 @@ input, image size, step, and the `digest` of saved_model/ with that description,
 the export is read).
 
 Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes by
-(resnet_nobn/train/rollback.py: after a divergence, the newest taken before the blow-up), or the
+(resnet_nobn/train/resume.py: after a divergence, the newest taken before the blow-up), or the
 one asked for. Checkpoints from any number of replicas or workers restore alike. The run directory
 is only read, and an export is never written into, over or around it (`check_paths`, before
 TensorFlow loads). `--overwrite` replaces only an earlier export holding nothing but what an export
@@ -136,7 +136,7 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
     ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
     re-run would not resume from an explicitly chosen one (or is None). The model is built as
-    the trainer builds it, and the checkpoint chosen by resnet_nobn/train/rollback.py's rule.
+    the trainer builds it, and the checkpoint chosen by resnet_nobn/train/resume.py's rule.
     The initialisation (ckpt-0: nothing trained, e.g. of a run that diverged in its first loop)
     only when asked for with `checkpoint=0`: else UserError."""
     import tensorflow as tf
@@ -144,7 +144,7 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     from resnet_nobn.train import checkpoints, steps
     model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
     ckpt_dir = os.path.join(model_dir, rundir.CKPT)
-    order, _ = resume.resume_order(ckpt_dir, model_dir, cfg.model.num_classes)
+    order, diverged = resume.resume_order(rundir.read(model_dir), cfg.model.num_classes)
     try:
         restored = checkpoints.restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
                                               model.weights, ckpt_dir, order, checkpoint)
@@ -157,7 +157,6 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     if restored is None:
         raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
     if restored.step == 0 and checkpoint is None:
-        diverged = rundir.pending_divergence(model_dir)
         why = (f"the run diverged at step {diverged.get('step')} before any later checkpoint: "
                f"continue it with its advice (retry with: {diverged.get('retry_with')})"
                if diverged else "the run has not saved a later one: train it on")

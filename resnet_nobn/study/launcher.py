@@ -43,9 +43,9 @@ from resnet_nobn.errors import UserError, write_failure
 from resnet_nobn.study import advice
 from resnet_nobn.study.grid import command
 from resnet_nobn.study.hparams import write_run_hparams
-from resnet_nobn.train.lock import holder
 from resnet_nobn.files import atomic_write_json, read_json
-from resnet_nobn.train.rundir import CONFIG, DIVERGED, RESULTS, pending_divergence, retry_flags
+from resnet_nobn.train.rundir import (CONFIG, DIVERGED, RESULTS, holder, pending_divergence,
+                                      retry_flags)
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 STUDY = "study.json"  # in the root: the base settings of the studies run on it (`claim_root`)

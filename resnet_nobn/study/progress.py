@@ -26,10 +26,9 @@ import time
 
 from resnet_nobn.console import hms
 from resnet_nobn.study.launcher import STATUS
-from resnet_nobn.train.lock import holder
 from resnet_nobn.files import read_json
-from resnet_nobn.train.rundir import CONFIG, RESULTS
-from resnet_nobn.train.train_log import HISTORY
+from resnet_nobn.train.results import HISTORY
+from resnet_nobn.train.rundir import CONFIG, RESULTS, holder
 
 PERIOD_S = 60.0  # at most one progress report a minute (run/ablate.py --progress_every)
 LOG = "train.log"  # the trainer's output under run/ablate.py (launcher._launch)

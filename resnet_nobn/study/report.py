@@ -20,10 +20,9 @@ from resnet_nobn.study.curves import figure_formats, lr_drops, plot_curves, run_
 from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.study.stats import mean_interval, twin_key, twin_table
-from resnet_nobn.train.lock import holder
 from resnet_nobn.files import atomic_file, atomic_write_text, read_json
 from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, copied_from_another_run,
-                                      pending_divergence)
+                                      holder, pending_divergence)
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,
 # and where a run ran, for how long and its bookkeeping (what a resume may change).

@@ -1,4 +1,4 @@
 """One training run: the trainer (trainer.py), the hub that sequences it, and its spokes: the run
-directory read once (rundir.py) and the start decided from it (resume.py, rollback.py), the
-compiled steps (steps.py), checkpoints (checkpoints.py), results.json (results.py), and where it
-trains (cluster.py, tf_config.py, multiworker.py)."""
+directory read once, written whole and locked (rundir.py), the start decided from it (resume.py),
+the compiled steps (steps.py), checkpoints (checkpoints.py), results.json (results.py), and where
+it trains (cluster.py, its TF_CONFIG read before TensorFlow: tf_config.py)."""

@@ -1,5 +1,5 @@
 """A run's checkpoints on disk: saved, their losses recorded, tracked, deleted and restored in the
-order given (the policy that picks that order: resnet_nobn/train/rollback.py).
+order given (the policy that picks that order: resnet_nobn/train/resume.py).
 
 `model_dir/ckpt/` holds tf.train.CheckpointManager's `ckpt-<step>` files (step 0 included, so a
 run that diverges early can restart from its initialisation) and `losses.json`: for each
@@ -18,7 +18,7 @@ import tensorflow as tf
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.errors import first_line
 from resnet_nobn.files import atomic_write_json, read_json
-from resnet_nobn.train.rundir import CKPT, LOSSES, SCRATCH, losses_of, steps_on_disk
+from resnet_nobn.train.rundir import CKPT, LOSSES, SCRATCH, losses_of
 
 KEEP = 5  # checkpoints kept: enough to go back past a blow-up
 RECORD = "run_config"  # each checkpoint's record of the run's settings (config.json's object)
@@ -55,15 +55,14 @@ def write_checkpoint_state(ckpt_dir, steps):
         logger.setLevel(level)
 
 
-def delete_after(ckpt_dir, step, steps=None, losses=None):
+def delete_after(ckpt_dir, step, steps, losses):
     """Deletes every checkpoint file (and loss record) of a step after `step`; returns the steps.
-    `steps`, `losses`: the checkpoints' steps and losses as read already (None: read them)."""
-    gone = [s for s in (steps_on_disk(ckpt_dir) if steps is None else steps) if s > step]
+    `steps`, `losses`: the checkpoints' steps and losses as read (RunDir.steps, RunDir.losses)."""
+    gone = [s for s in steps if s > step]
     for s in gone:
         for path in glob.glob(os.path.join(glob.escape(ckpt_dir), f"ckpt-{s}.*")):
             os.remove(path)
     if gone:
-        losses = read_losses(ckpt_dir) if losses is None else losses
         _write_losses(ckpt_dir, {s: l for s, l in losses.items() if s <= step})
     return gone
 
@@ -106,7 +105,7 @@ class Unusable(Exception):
 
 def restore_newest(saved, variables, ckpt_dir, order, only=None, state=()):
     """Restores into `saved` (a tf.train.Checkpoint) the first checkpoint of `order` ([(step, why
-    to skip it or None)], newest first: rollback.restore_order) that restores whole with finite
+    to skip it or None)], newest first: resume.restore_order) that restores whole with finite
     `variables` (the weights) and `state` (the optimizer's, for a run that trains on: the trainer
     never saves a non-finite one, so one is a damaged file, not a divergence); or ckpt-`only`,
     which is restored even if a re-run after a divergence would skip it (`note` says so).
@@ -144,7 +143,7 @@ class Checkpoints:
 
     def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id, order=()):
         self.cfg, self.model, self.optimizer, self.chief = cfg, model, optimizer, chief
-        self.order = list(order)  # the restore order (rollback.restore_order)
+        self.order = list(order)  # the restore order (resume.restore_order)
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
         with tf.device("/cpu:0"):  # the run's settings, saved in each checkpoint
             record = tf.Variable(json.dumps(cfg.to_json()), trainable=False)

@@ -1,6 +1,6 @@
-"""Where a run trains: the tf.distribute strategy of --strategy, its devices and which worker is
-the chief (a multi-worker run's TF_CONFIG and timeouts, checked before TensorFlow starts:
-resnet_nobn/train/tf_config.py; the connection itself and preemption: multiworker.py).
+"""Where a run trains and how its workers keep in step: the tf.distribute strategy of
+--strategy, its devices and which worker is the chief; for a multi-worker run
+(MultiWorkerMirroredStrategy), its connection, checks and preemption, each ending in bounded time.
 
 Strategy `auto`: MultiWorkerMirroredStrategy when TF_CONFIG is set, MirroredStrategy over several
 GPUs, else one device. Every worker of a multi-worker run runs the same command with its own
@@ -9,16 +9,39 @@ TF_CONFIG, e.g. on the first of two machines
     TF_CONFIG='{"cluster": {"worker": ["10.0.0.1:12345", "10.0.0.2:12345"]},
                 "task": {"type": "worker", "index": 0}}'
 
-Worker 0 is the chief (or the task of type "chief" if there is one).
+Worker 0 is the chief (or the task of type "chief" if there is one). What the user of a
+multi-worker run sees (a UserError: one line, exit status 2):
+
+  * a bad TF_CONFIG or timeout is said before TensorFlow starts (resnet_nobn/train/tf_config.py);
+  * the peers never come up: a watchdog process prints why and kills the worker if the strategy
+    and a first collective are not ready within RESNET_NOBN_CONNECT_TIMEOUT seconds (environment
+    variable, default 180). TensorFlow blocks in C++ holding the GIL and ignores
+    SIGTERM meanwhile, so nothing inside the process can end the wait; the coordination
+    service's own registration timeout is also set to it.
+  * SIGTERM (a preemption notice) reaches a worker: all save a checkpoint at a common step and
+    stop (`preemption_handler`); the same command on every worker resumes.
+  * a peer dies during training: the coordination service's heartbeat notices within
+    RESNET_NOBN_HEARTBEAT_TIMEOUT seconds (default 30) and the collectives of the other workers
+    fail; the run stops with the error (TensorFlow's watcher thread's traceback not shown) and
+    can be restarted from the last checkpoint.
+  * a worker started with other settings than the others (a stale command line): all stop before
+    the first step, naming the flags (`check_same_settings`);
+  * the workers restored different steps (a --model_dir not on shared storage): `check_same_step`.
 
 TensorFlow is imported inside the functions that need it: the command line checks TF_CONFIG first.
 """
+import hashlib
 import itertools
+import json
 import os
+import shutil
+import sys
+import tempfile
 
+from resnet_nobn.cli import flag_text
 from resnet_nobn.config import STRATEGIES
-from resnet_nobn.errors import UserError
-from resnet_nobn.train import multiworker
+from resnet_nobn.errors import UserError, first_line
+from resnet_nobn.train.tf_config import check_port_free, parse_tf_config, timeouts
 
 # --------------------------------------------------------------------------------------------
 # The strategy, its devices and the chief
@@ -46,7 +69,7 @@ def make_strategy(name):
     if wants_multi_worker(name):
         # Before anything initialises TensorFlow's context (listing logical devices does):
         # collective ops must be configured at startup.
-        return multiworker.make_strategy()
+        return connect_multi_worker()
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
         name = "mirrored" if len(gpus) > 1 else "one_device"
@@ -115,3 +138,190 @@ def is_chief(strategy):
 def task_id(strategy):
     """This worker's index in its job (0 without a cluster)."""
     return getattr(getattr(strategy, "cluster_resolver", None), "task_id", 0) or 0
+
+
+# --------------------------------------------------------------------------------------------
+# A multi-worker run: the connection, preemption and failed peers
+
+
+_WATCHDOG = r"""
+import os, sys, time
+pid, seconds, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+deadline = time.time() + seconds
+while time.time() < deadline:
+    time.sleep(0.25)
+    if os.getppid() != pid:  # the worker is gone
+        sys.exit(0)
+sys.stderr.write("error: " + message + "\n")
+sys.stderr.flush()
+os.kill(pid, 9)
+"""
+
+
+class _Watchdog:
+    """Kills this process (SIGKILL) with `message` on stderr unless cancelled within `seconds`.
+
+    A separate process: while TensorFlow waits for its peers it blocks inside C++ holding the GIL
+    (context.ensure_initialized), so no Python thread or signal handler of this process can run,
+    and it ignores SIGTERM; only SIGKILL from outside ends it.
+    """
+
+    def __init__(self, seconds, message):
+        import subprocess
+        self.proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()),
+                                      str(seconds), message], stdin=subprocess.DEVNULL)
+
+    def cancel(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def connect_multi_worker():
+    """A MultiWorkerMirroredStrategy for this TF_CONFIG that connects or fails in bounded time."""
+    import tensorflow as tf
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    connect_timeout, heartbeat_timeout = timeouts()
+    cluster, task_type, task_id = parse_tf_config()
+    check_port_free(cluster[task_type][task_id])
+    peers = sum(len(v) for v in cluster.values())
+    # TensorFlow's coordination service: registration and heartbeat timeouts. MWMS configures it
+    # itself with defaults (wait for the cluster for an hour or more) unless it is configured first.
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(cluster),
+        cluster_register_timeout_in_ms=int(connect_timeout * 1000),
+        heartbeat_timeout_in_ms=int(heartbeat_timeout * 1000),
+        shutdown_barrier_timeout_in_ms=int(heartbeat_timeout * 1000),
+        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(cluster[job]))
+                          for job in ("chief", "worker") if job in cluster])
+    where = f"{task_type} {task_id} of {peers} at {cluster[task_type][task_id]}"
+    timer = _Watchdog(connect_timeout, f"{where}: could not reach all peers of TF_CONFIG within "
+                      f"{connect_timeout:.0f} s (RESNET_NOBN_CONNECT_TIMEOUT); check that every "
+                      "worker was started with the same cluster and that its host:port is reachable")
+    try:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        # A first collective: returns once every worker is up and connected.
+        tf.function(lambda: strategy.reduce(
+            "SUM", strategy.run(lambda: tf.constant(1.0)), axis=None))().numpy()
+    except (tf.errors.OpError, RuntimeError) as e:
+        raise UserError(f"{where}: cannot connect to the cluster ({type(e).__name__}: "
+                        f"{first_line(e)}); check TF_CONFIG and that every worker is running") from None
+    finally:
+        timer.cancel()
+    return strategy
+
+
+def is_multi_worker(strategy):
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return bool(resolver is not None and resolver.cluster_spec().jobs)
+
+
+class Preempted(UserError):
+    """SIGTERM (a preemption notice) reached a worker; a checkpoint was saved at a common step."""
+
+
+def preemption_handler(strategy, save, on_exit, describe):
+    """TensorFlow's PreemptionCheckpointHandler for multi-worker runs, else None.
+
+    On SIGTERM to any worker, all workers agree on a step, `save()` there (the trainer's own
+    checkpoint: chief into model_dir/ckpt, others into their scratch dir), call `on_exit()` and
+    raise Preempted(describe()). Call `handler.save_checkpoint_if_preempted()` once per step.
+    The handler's own run counter is kept in a throwaway checkpoint: it counts steps since this
+    process started, which is the same on every worker because all resume from the same step.
+    """
+    if not is_multi_worker(strategy):
+        return None
+    import tensorflow as tf
+    scratch = tempfile.mkdtemp(prefix="preemption_counter_")
+
+    def exit_fn():
+        on_exit()
+        raise Preempted(describe())
+
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(), scratch, max_to_keep=1)
+    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, manager,
+        termination_config=tf.distribute.experimental.TerminationConfig(
+            exit_fn=exit_fn, save_fn=lambda *a, **k: save()))
+    shutil.rmtree(scratch, ignore_errors=True)  # nothing is ever saved there (save_fn is ours)
+    _quiet_watcher(tf.errors.OpError)
+    return handler
+
+
+def _quiet_watcher(error_class):
+    """The handler's PeerTerminationWatcher thread dies with TensorFlow's traceback when a peer
+    goes away (its error of `error_class`); the trainer says what happened in its own line
+    (resnet_nobn/train/failures.py), so that thread's error is not printed. Any other is."""
+    import threading
+    printed = threading.excepthook
+
+    def hook(args):
+        if not (isinstance(args.exc_value, error_class) and args.thread is not None
+                and args.thread.name.startswith("PeerTerminationWatcher")):
+            printed(args)
+    threading.excepthook = hook
+
+
+def _same_on_every_replica(strategy, values):
+    """For each integer of `values` (each below 2**21 in size), whether every replica holds the
+    same, in one exchange: the sums over the replicas of the values and of their squares; they are
+    all equal iff replicas * sum(v^2) == sum(v)^2 (Cauchy-Schwarz), so every worker learns it,
+    not only those whose value differs from the mean (with 3 workers at 3, 6, 9 the one at 6 is
+    the mean)."""
+    import tensorflow as tf
+    mine = tf.constant([x for v in values for x in (v, v * v)], tf.int64)
+
+    @tf.function
+    def moments():
+        return strategy.reduce("SUM", strategy.run(lambda: mine), axis=None)
+
+    replicas = strategy.num_replicas_in_sync
+    sums = moments().numpy().tolist()
+    return [replicas * q == t * t for t, q in zip(sums[0::2], sums[1::2])]
+
+
+def check_same_step(strategy, step, model_dir):
+    """UserError unless every worker restored the same step (model_dir must be shared storage)."""
+    if not is_multi_worker(strategy) or all(_same_on_every_replica(strategy, [step])):
+        return
+    raise UserError(f"the workers resumed from different steps (this one {step}): every worker "
+                    f"must see the same --model_dir={model_dir}, on a shared file system (NFS, "
+                    "GCS, ...), to restore the chief's checkpoint")
+
+
+# The settings a worker may have of its own: where it finds the run and the data on its machine,
+# and --strategy (auto and multi_worker both mean this strategy when TF_CONFIG is set).
+PER_WORKER = ("model_dir", "data_dir", "strategy")
+_SLOTS = 64  # settings compared: a fixed length, so workers of other versions still exchange
+
+
+def check_same_settings(strategy, settings):
+    """UserError on every worker, before the first step, unless all run with the same settings
+    (`settings`: the run's config.json object; PER_WORKER apart): each setting's fingerprint
+    (two 20-bit hashes of its value, and one of the list of settings) is compared in one
+    exchange, and the line names each flag that differs, with this worker's value."""
+    if not is_multi_worker(strategy):
+        return
+    flat = {**{k: v for k, v in settings.items() if k != "model"}, **settings["model"]}
+    names = sorted(k for k in flat if k not in PER_WORKER)[:_SLOTS - 1]
+
+    def fingerprint(text):
+        digest = hashlib.sha256(text.encode()).digest()
+        return [int.from_bytes(digest[:3], "big") >> 4, int.from_bytes(digest[3:6], "big") >> 4]
+    values = [fingerprint(" ".join(names))] + [fingerprint(json.dumps(flat[k])) for k in names]
+    values += [[0, 0]] * (_SLOTS - len(values))
+    same = _same_on_every_replica(strategy, [v for pair in values for v in pair])
+    if not same[0] or not same[1]:
+        raise UserError("the workers run different versions of this project (their settings "
+                        "differ in name); install the same version on every worker")
+    differ = [k for i, k in enumerate(names, 1) if not (same[2 * i] and same[2 * i + 1])]
+    if "seed" in differ and flat.get("head_seed") == flat["seed"]:  # it follows --seed (config.py)
+        differ = [k for k in differ if k != "head_seed"]
+    if differ:
+        mine = " ".join(f"--{k}={flag_text(flat[k])}" for k in differ)
+        raise UserError(f"the workers were started with different "
+                        f"{', '.join('--' + k for k in differ)} (this worker: {mine}); start "
+                        "every worker with the same command, the chief's, only TF_CONFIG differing")

@@ -1,24 +1,76 @@
 """results.json, a run's record of its outcome: one object per run, built when it begins from
 what it found there, and rewritten whole after every evaluation; this module alone writes it.
 
-It holds the last evaluation and the history of every evaluation, the training log
-(train_log.py), where and how fast the run ran, the versions and git commit (read once per
-process: provenance.py), the rollbacks past divergences, the settings each resume changed
+It holds the last evaluation and the history of every evaluation, the training log (`TrainLog`),
+where and how fast the run ran, the versions and git commit (read once per process:
+provenance.py), the rollbacks past divergences, the settings each resume changed
 (`resume_changes`) and the run's configuration.
 """
+import math
 import os
 
 from resnet_nobn.files import atomic_write_json
 from resnet_nobn.train.rundir import RESULTS, RESUME_CHANGES, ROLLBACKS
 
 
+HISTORY = "train_history"
+BOUND = "grad_bound_fraction"
+
+
+class TrainLog:
+    """The run's training log: at every log step, the means since the last one of the loss, the
+    rate and the global norm of the gradient before any clip or AGC, with a clip or AGC the
+    fraction of those steps it changed, and the global batch's `pooled_spread` and `logit_norm`
+    (how much the pooled features differ between images, relative to their size; the
+    root-mean-square logit: resnet_nobn/train/steps.py `batch_statistics`). results.json keeps
+    it (`train_history`, and the whole run's fraction); TensorBoard shows it, the progress line
+    its gradient. `resume` keeps the entries of results.json up to the step resumed."""
+
+    def __init__(self, bounded):
+        self.bounded = bounded  # --clip_norm or --agc
+        self.entries = []
+
+    def resume(self, results, step):
+        """Takes the entries of `results` (results.json as the run found it) up to `step`."""
+        self.entries = [e for e in results.get(HISTORY) or ()
+                        if isinstance(e, dict) and e.get("step", math.inf) <= step]
+
+    def add(self, step, steps, means, learning_rate):
+        """Records `means`, {name: mean over the `steps` steps before `step`} of the training
+        loop's sums (resnet_nobn/train/steps.py `LOOP_SUMS`); returns ({TensorBoard tag: value}
+        of its gradient, `pooled_spread` and `logit_norm`; the progress line's part: `|grad|
+        0.842`, with a bound `|grad| 3.1 (bound 12% of steps)`)."""
+        grad_norm, bound = means["grad_norm"], means["bounded_steps"]
+        gradient = {"grad_norm": grad_norm, **({BOUND: bound} if self.bounded else {}),
+                    "pooled_spread": means["pooled_spread"], "logit_norm": means["logit_norm"]}
+        self.entries.append(dict(step=step, steps=steps, loss=means["loss"],
+                                 cross_entropy=means["cross_entropy"],
+                                 learning_rate=learning_rate, **gradient))
+        return gradient, f"|grad| {grad_norm:.3g}" + (
+            f" (bound {bound:.0%} of steps)" if self.bounded else "")
+
+    def latest(self):
+        """The last entry's gradient values, for an evaluation's record in results.json."""
+        last = self.entries[-1] if self.entries else {}
+        return {k: last[k] for k in ("grad_norm", BOUND) if k in last}
+
+    def results(self):
+        """results.json's part: the entries, and over the whole run the fraction of steps a
+        bound changed (with one)."""
+        logged = [e for e in self.entries if BOUND in e]
+        steps = sum(e["steps"] for e in logged)
+        total = {BOUND: sum(e[BOUND] * e["steps"] for e in logged) / steps} if steps else {}
+        return {HISTORY: self.entries, **total}
+
+
 class Results:
     """The results.json object of one run. `found`: results.json as the run found it ({} for a
     new run); `facts`: what the run runs on and with, fixed for the run ({key: value}, written
     after the timing); `inputs`: what its data records (written after the training log);
-    `config`: the configuration recorded."""
+    `config`: the configuration recorded; `bounded`: whether a clip or AGC bounds the gradient
+    (its training log records how often)."""
 
-    def __init__(self, model_dir, found, facts, inputs, config, eval_only=False):
+    def __init__(self, model_dir, found, facts, inputs, config, bounded, eval_only=False):
         self.path = os.path.join(model_dir, RESULTS)
         self.found = found or {}
         self.facts, self.inputs, self.config, self.eval_only = facts, inputs, config, eval_only
@@ -27,10 +79,16 @@ class Results:
         self.wall_before = float(self.found.get("wall_time_s") or 0.0)  # of the runs before
         self.rollbacks = list(self.found.get(ROLLBACKS) or [])
         self.changes = list(self.found.get(RESUME_CHANGES) or [])
+        self.log = TrainLog(bounded)
 
     def keep_history(self, keep):
-        """Keeps the evaluations `keep(step)` is true of (a resume: those up to its step)."""
+        """Keeps the evaluations `keep(step)` is true of."""
         self.history = [h for h in self.history if keep(h["step"])]
+
+    def train_on_from(self, step):
+        """A run that trains on from `step` keeps the evaluations and the training log up to it."""
+        self.keep_history(lambda s: s <= step)
+        self.log.resume(self.found, step)
 
     def evaluated(self, step):
         return any(h["step"] == step for h in self.history)
@@ -38,8 +96,11 @@ class Results:
     def add_evaluation(self, entry):
         self.history.append(entry)
 
-    def add_rollback(self, record):
-        self.rollbacks.append(record)
+    def add_rollback(self, diverged, resumed_from):
+        """Records a resume from step `resumed_from` past `diverged` (diverged.json's record):
+        {diverged_at, resumed_from, retry_with}; a later start finds it (rundir.pending)."""
+        self.rollbacks.append(dict(diverged_at=diverged.get("step"), resumed_from=resumed_from,
+                                   retry_with=diverged.get("retry_with")))
 
     def add_changes(self, step, changes):
         """Records {field: [there, here]}, the settings a resume at `step` changes, but those
@@ -49,10 +110,9 @@ class Results:
         self.changes += new
         return new
 
-    def write(self, step, train_log, images_per_sec, wall_time):
-        """Writes results.json (atomically) at `step` and returns it: `train_log`, the training
-        log's part (TrainLog.results). An --eval_only run that found one changes only its
-        evaluations in it."""
+    def write(self, step, images_per_sec, wall_time):
+        """Writes results.json (atomically) at `step` and returns it. An --eval_only run that
+        found one changes only its evaluations in it."""
         history = sorted(self.history, key=lambda h: h["step"])
         last = history[-1] if history else {}
         errors = {"top1_error": last.get("top1_error"), "top5_error": last.get("top5_error")}
@@ -61,7 +121,7 @@ class Results:
         else:
             results = {"dataset": self.config["dataset"], "global_step": step, **errors,
                        "images_per_sec": images_per_sec, "wall_time_s": wall_time,
-                       **self.facts, "history": history, **train_log, **self.inputs,
+                       **self.facts, "history": history, **self.log.results(), **self.inputs,
                        ROLLBACKS: self.rollbacks, RESUME_CHANGES: self.changes,
                        "config": self.config}
         atomic_write_json(self.path, results)

@@ -1,5 +1,13 @@
 """What a start does with the run directory it found: one pure decision (`decide`: new, resume,
-rollback, eval-only, finished, or refused) from the RunDir read once (rundir.py) and the flags.
+rollback, eval-only, finished, or refused, and the restore order) from the RunDir read once
+(rundir.py) and the flags.
+
+A resume takes the newest checkpoint that restores with finite weights (the trainer tries them in
+`restore_order`, newest first, and names each it passes over). After a divergence (diverged.json
+pending) it takes the newest taken *before the blow-up*: its loss, recorded with its weights
+(ckpt/losses.json), is at most `ln(num_classes)` above the lowest recorded up to it, so not
+already on the way up (`on_the_way_up`); else the initialisation, step 0. A run that trains on
+from it deletes the checkpoints after it, since it writes its own.
 
 A resume may change only RESUMABLE_FIELDS (resnet_nobn/config.py) and, after a divergence, the
 settings its `retry with:` line advises, to the values it advises; results.json records each
@@ -8,13 +16,13 @@ config.json (deleted by hand) the run's settings are those its newest checkpoint
 those of its results.json: a resume never trains on with others unrecorded.
 """
 import dataclasses
+import math
 import os
 
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import RESUMABLE_FIELDS, differences
 from resnet_nobn.errors import UserError
-from resnet_nobn.files import read_json
-from resnet_nobn.train import rollback, rundir
+from resnet_nobn.train import rundir
 
 NEW, RESUME, ROLLBACK, EVAL_ONLY, FINISHED = "new", "resume", "rollback", "eval_only", "finished"
 
@@ -44,11 +52,9 @@ def decide(run: rundir.RunDir, cfg):
     if cfg.eval_only and not run.exists:
         raise UserError(f"--eval_only: {cfg.model_dir} does not exist; train first")
     run_config, settings_from, changes = _settings(run, cfg)
-    diverged = rundir.pending(run.diverged, run.results)
-    order = tuple(rollback.restore_order(run.steps, run.indexed, run.losses, diverged,
-                                         cfg.model.num_classes))
+    order, diverged = resume_order(run, cfg.model.num_classes)
     plan = dict(run=run, run_config=run_config, settings_from=settings_from, changes=changes,
-                order=order, diverged=diverged)
+                order=tuple(order), diverged=diverged)
     if cfg.eval_only:
         return Plan(EVAL_ONLY, **plan)
     if not run.steps:
@@ -136,14 +142,44 @@ def check_model_dir(cfg, run=None):
     return plan.run_config, plan.changes
 
 
-def resume_order(ckpt_dir, model_dir, num_classes):
-    """(restore order, pending divergence or None) of the checkpoints in `ckpt_dir` and the
-    divergence record of `model_dir`, as on disk now: for a reader without a RunDir."""
-    diverged = rundir.pending_divergence(model_dir)
-    steps = rundir.steps_on_disk(ckpt_dir)
-    indexed = {s for s in steps if os.path.exists(os.path.join(ckpt_dir, f"ckpt-{s}.index"))}
-    losses = rundir.losses_of(read_json(os.path.join(ckpt_dir, rundir.LOSSES)))
-    return rollback.restore_order(steps, indexed, losses, diverged, num_classes), diverged
+def resume_order(run: rundir.RunDir, num_classes):
+    """(the restore order, the pending divergence or None) of the run directory `run`."""
+    diverged = rundir.pending(run.diverged, run.results)
+    return restore_order(run.steps, run.indexed, run.losses, diverged, num_classes), diverged
+
+
+def on_the_way_up(step, losses, num_classes):
+    """Why the checkpoint at `step` was taken on the way to a blow-up, or None if it was not
+    (`losses`: {step: the loss recorded with its weights}). The one of step 0 holds the
+    initialisation, whatever loss its first loop ended with: a retry with other flags may always
+    start from it."""
+    if step == 0:
+        return None
+    loss = losses.get(step)
+    if loss is None:
+        return "no loss recorded with its weights"
+    if not math.isfinite(loss):
+        return f"loss {loss}"
+    best = min((l for s, l in losses.items() if s <= step and l is not None and math.isfinite(l)),
+               default=loss)  # a NaN (step 0's, whatever its loop gave) compares as no minimum
+    if loss > best + math.log(num_classes):
+        return f"loss {loss:.3g}, already {loss - best:.3g} above the lowest {best:.3g}"
+    return None
+
+
+def restore_order(steps, indexed, losses, diverged, num_classes):
+    """[(step, reason to skip it or None)] of the checkpoints `steps` (newest first): one without
+    its .index file (not in `indexed`) is skipped; after a divergence (`diverged`, the pending
+    record, or None) one taken on the way up too."""
+    order = []
+    for step in steps:
+        why = None
+        if step not in indexed:
+            why = "its .index file is missing"
+        elif diverged is not None:
+            why = on_the_way_up(step, losses, num_classes)
+        order.append((step, why))
+    return order
 
 
 def advised(change):

@@ -5,28 +5,32 @@
     ckpt/            its checkpoints and their losses, `losses.json` (checkpoints.py)
     train/, eval/    TensorBoard summaries of training and of evaluation
     diverged.json    the step and `retry with:` advice of a divergence not resumed past yet
-    .lock            held by the chief while it runs (lock.py)
+    .lock            held by the chief while it runs (`locked`), so a second run is refused and
+                     a study can tell a run that a live process trains (`holder`)
     .scratch/        the checkpoints of the other workers of a multi-worker run
 
 A start reads the directory once (`read`: a `RunDir`); every file is written whole
 (resnet_nobn/files.py). Files only, no TensorFlow.
 """
+import contextlib
 import dataclasses
+import fcntl
 import glob
 import os
 import re
 import shutil
+import socket
 import time
 
 from resnet_nobn.console import log
 from resnet_nobn.files import atomic_write_json, read_json
-from resnet_nobn.train.lock import holder
 
 CONFIG, RESULTS, CKPT, DIVERGED = "config.json", "results.json", "ckpt", "diverged.json"
 LOSSES = "losses.json"  # in ckpt/: {step: the training loss computed with that checkpoint}
 TRAIN, EVAL = "train", "eval"  # TensorBoard summaries
 SUMMARIES = (TRAIN, EVAL)
 SCRATCH = ".scratch"
+LOCK = ".lock"
 RESUME_CHANGES = "resume_changes"  # results.json: [{step, field, from, to}] of each resume's changes
 ROLLBACKS = "rollbacks"  # results.json: [{diverged_at, resumed_from, retry_with}]
 
@@ -193,3 +197,52 @@ def steps_on_disk(ckpt_dir):
         if m:
             steps.add(int(m.group(1)))
     return sorted(steps, reverse=True)
+
+
+# -- the lock ------------------------------------------------------------------------------------
+
+
+class InUse(Exception):
+    """Another process holds the model_dir's lock."""
+
+
+@contextlib.contextmanager
+def locked(model_dir):
+    """Holds `model_dir/.lock` (an flock, released when the process ends however it ends) for the
+    block; raises InUse naming the holder's pid and host if another process holds it."""
+    os.makedirs(model_dir, exist_ok=True)
+    fd = os.open(os.path.join(model_dir, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            raise InUse(holder) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since "
+                          f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        except OSError as e:  # a full disk: the error names the file
+            e.filename = os.path.join(model_dir, LOCK)
+            raise
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def holder(model_dir):
+    """Who holds `model_dir/.lock` ('pid N on host H since ...') while a live process runs in it,
+    else None (the flock ends with its process, however it ends)."""
+    try:
+        fd = os.open(os.path.join(model_dir, LOCK), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -1,11 +1,11 @@
 """The trainer, the hub of one run: it alone sequences the run, top to bottom, in the order it
 happens (docs/architecture.md draws it): build, restore, begin, the loop, the end.
 
-Its spokes each do one job and sequence nothing: the strategy (cluster.py, multiworker.py),
-the run directory read once (rundir.py) and the start decided from it (resume.py), the compiled
-steps (steps.py), the checkpoints (checkpoints.py, in the order rollback.py gives), the training
-log (train_log.py), results.json (results.py), the summaries (monitor.py, summaries.py,
-profiling.py), the lock (lock.py) and the one line of a fault (failures.py).
+Its spokes each do one job and sequence nothing: where it trains (cluster.py), the run directory
+read once, written whole and locked (rundir.py), the start decided from it (resume.py), the
+compiled steps (steps.py), the checkpoints (checkpoints.py), results.json with the training log
+(results.py), a divergence's record and advice (rollback.py), the TensorBoard summaries
+(summaries.py, profiling.py) and the one line of a fault (failures.py).
 """
 import contextlib
 import dataclasses
@@ -21,10 +21,9 @@ from resnet_nobn.data import inputs, standardization
 from resnet_nobn.errors import UserError
 from resnet_nobn.files import atomic_write_json
 from resnet_nobn.model import network as model_lib
-from resnet_nobn.train import (checkpoints, cluster, failures, lock, monitor, multiworker,
-                               profiling, provenance, resume, rollback, rundir, steps, summaries)
+from resnet_nobn.train import (checkpoints, cluster, failures, profiling, provenance, resume,
+                               rollback, rundir, steps, summaries)
 from resnet_nobn.train.results import Results
-from resnet_nobn.train.train_log import TrainLog
 
 
 def check_memory(cfg: TrainConfig, replicas):
@@ -50,7 +49,7 @@ class Trainer:
         checkpoints. Refuses (UserError) what cannot run, before building the model."""
         self.cfg = cfg
         self.strategy = strategy or cluster.make_strategy(cfg.strategy)
-        multiworker.check_same_settings(self.strategy, cfg.to_json())  # before anything else
+        cluster.check_same_settings(self.strategy, cfg.to_json())  # before anything else
         replicas = self.strategy.num_replicas_in_sync
         if cfg.batch_size % replicas:
             raise UserError(f"--batch_size={cfg.batch_size} does not split over {replicas} replicas; "
@@ -75,15 +74,14 @@ class Trainer:
             log(f"warning: {self.mismatch}; recorded as data_mismatch in results.json", self.chief)
         self.model, self.optimizer = steps.build(cfg, self.strategy)
         self.trainable_params = model_lib.count_params(self.model.trainable_variables)
-        self.monitor = monitor.Monitor(self.model, self.optimizer, lambda: next(iter(
+        self.monitor = summaries.Monitor(self.model, self.optimizer, lambda: next(iter(
             self.input.eval_dataset(tf.distribute.InputContext(), 32)))[0])
         self.checkpoints = checkpoints.Checkpoints(cfg, self.model, self.optimizer, self.chief,
                                                    self.task_id, self.plan.order)
         self._train_loop = self._eval_step = None
-        self.train_log = TrainLog(cfg.clip_norm > 0 or cfg.agc > 0)
         self.results = None  # results.json's object, made when the run begins
         # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
-        self.preemption = multiworker.preemption_handler(
+        self.preemption = cluster.preemption_handler(
             self.strategy, self.save, self.checkpoints.remove_scratch,
             lambda: f"stopped by SIGTERM at step {self.step} after saving a checkpoint; re-run "
                     "the same command on every worker to resume")
@@ -121,7 +119,7 @@ class Trainer:
         results dict (None on a worker that is not the chief)."""
         cfg = self.cfg
         restored = self.restore()
-        multiworker.check_same_step(self.strategy, self.step, cfg.model_dir)
+        cluster.check_same_step(self.strategy, self.step, cfg.model_dir)
         if cfg.eval_only and restored is None:
             raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/{rundir.CKPT}; "
                             "train first")
@@ -228,21 +226,19 @@ class Trainer:
         found = run.results if restored is not None or cfg.eval_only else None
         self.results = Results(cfg.model_dir, found, self._facts(), self._inputs_record(),
                                self.plan.run_config if cfg.eval_only and self.plan.run_config
-                               else cfg.to_json(), cfg.eval_only)
+                               else cfg.to_json(), cfg.clip_norm > 0 or cfg.agc > 0, cfg.eval_only)
         if restored is not None and run.results_unreadable and self.chief:
             rundir.set_aside(os.path.join(cfg.model_dir, rundir.RESULTS))  # 1
         if cfg.eval_only:
             return
-        self.results.keep_history(lambda s: s <= self.step)
-        self.train_log.resume(self.results.found, self.step)
+        self.results.train_on_from(self.step)
         changed = []
         if restored is not None and self.chief:
             rolled_back = self.plan.action == resume.ROLLBACK
             if rolled_back:
                 gone = checkpoints.delete_after(self.checkpoints.directory, restored.step,  # 2
                                                 run.steps, run.losses)
-                self.results.add_rollback(rollback.rollback_record(self.plan.diverged,
-                                                                   restored.step))
+                self.results.add_rollback(self.plan.diverged, restored.step)
                 log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "
                     f"ckpt-{restored.step}, taken before the blow-up"
                     + (f" (deleted ckpt-{gone} after it)" if gone else ""), self.chief)
@@ -336,7 +332,7 @@ class Trainer:
         means = {k: v / max(n, 1) for k, v in window.items()}
         lr = float(steps.learning_rate(step - 1, cfg))
         eta = (cfg.train_steps - step) * seconds / max(n, 1)
-        gradient, text = self.train_log.add(step, n, means, lr)
+        gradient, text = self.results.log.add(step, n, means, lr)
         log(f"step {step}/{cfg.train_steps}  loss {means['loss']:.4f}  "
             f"xent {means['cross_entropy']:.4f}  lr {lr:.4g}  "
             f"{text}  {images_per_sec:.1f} img/s  eta {hms(eta)}", self.chief)
@@ -399,7 +395,7 @@ class Trainer:
         step, ev = self.step, self.evaluate()
         # the replicas it ran on: --eval_only may evaluate a run on another count than it trained on
         self.results.add_evaluation(dict(step=step, num_replicas=self.strategy.num_replicas_in_sync,
-                                         **ev, **self.train_log.latest()))
+                                         **ev, **self.results.log.latest()))
         log(f"eval  step {step}  top1_error {ev['top1_error']:.4f}  "
             f"top5_error {ev['top5_error']:.4f}  ({ev['eval_examples']} images)", self.chief)
         if writers:
@@ -412,7 +408,7 @@ class Trainer:
 
     def write_results(self, wall_time, images_per_sec):
         """Writes results.json (results.py) at the current step and returns it."""
-        return self.results.write(self.step, self.train_log.results(), images_per_sec, wall_time)
+        return self.results.write(self.step, images_per_sec, wall_time)
 
 
 def train(cfg: TrainConfig, strategy=None, plan=None):
@@ -437,14 +433,14 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     trainer = None
     try:
         trainer = Trainer(cfg, strategy, plan)
-        with lock.locked(cfg.model_dir) if trainer.chief else contextlib.nullcontext():
+        with rundir.locked(cfg.model_dir) if trainer.chief else contextlib.nullcontext():
             return trainer.run()
-    except lock.InUse as e:
+    except rundir.InUse as e:
         raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
                         "its checkpoints); wait for that run or use another --model_dir") from None
     except (tf.errors.OpError, OSError, MemoryError) as e:
         peer = trainer is not None and failures.peer_gone(
-            e, multiworker.is_multi_worker(trainer.strategy))
+            e, cluster.is_multi_worker(trainer.strategy))
         if peer:
             trainer.checkpoints.remove_scratch()
         said, clean_up = failures.explain(e, cfg, trainer and trainer.input,

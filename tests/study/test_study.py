@@ -294,9 +294,9 @@ def test_report_prints_no_matplotlib_lines_with_an_unwritable_home(tmp_path):
 
 _HOLDER = """import os, sys, time
 sys.path.insert(0, {root!r})
-from resnet_nobn.train import lock
+from resnet_nobn.train import rundir
 model_dir = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir=")][0]
-with lock.locked(model_dir):
+with rundir.locked(model_dir):
     open(os.path.join(model_dir, "child.pid"), "w").write(str(os.getpid()))
     time.sleep(120)
 """
@@ -352,12 +352,12 @@ def test_a_study_killed_with_sigkill_takes_its_training_child_with_it(tmp_path, 
 
 
 def test_a_run_held_by_a_live_process_is_running_never_failed(tmp_path):
-    from resnet_nobn.train import lock
+    from resnet_nobn.train import rundir
     cfg, entry = _study_of_one(tmp_path)
     os.makedirs(cfg.model_dir)
     json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
     lines = []
-    with lock.locked(cfg.model_dir):  # another study's run, training now
+    with rundir.locked(cfg.model_dir):  # another study's run, training now
         assert launcher.run_state(cfg) == "running"
         states = launcher.run_study([cfg], entry, [], log=lines.append, timeout=30)
         text, _, _ = report.report(str(tmp_path))

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from resnet_nobn.train import checkpoints, resume, rollback, rundir
+from resnet_nobn.train import checkpoints, resume, rundir
 from resnet_nobn.train.trainer import Trainer
 from tests.helpers import tiny_config
 
@@ -25,7 +25,7 @@ def test_a_checkpoint_resumed_from_gets_the_loss_of_the_loop_after_it(tmp_path):
     # a divergence after ckpt-8 with ckpt-6 already on the way up: ckpt-4 is where to resume
     checkpoints.record_loss(ckpt, 6, min(losses.values()) + 100.0)
     rundir.atomic_write_json(os.path.join(tmp_path, rundir.DIVERGED), {"step": 9})
-    order, _ = resume.resume_order(ckpt, str(tmp_path), 10)
+    order, _ = resume.resume_order(rundir.read(str(tmp_path)), 10)
     assert [step for step, why in order if why is None] == [4, 2, 0], order
 
 
@@ -33,9 +33,9 @@ def test_a_nan_loss_of_the_initialisation_does_not_hide_a_later_blow_up():
     """Step 0's loss may be NaN (the first loop blew up; a retry resumes from it): min() over the
     losses then kept the NaN, and no later checkpoint was ever judged on the way up."""
     losses = {0: float("nan"), 100: 1.0, 200: 9.0}
-    assert rollback.on_the_way_up(0, losses, 10) is None
-    assert rollback.on_the_way_up(100, losses, 10) is None
-    assert "above the lowest 1" in rollback.on_the_way_up(200, losses, 10)
+    assert resume.on_the_way_up(0, losses, 10) is None
+    assert resume.on_the_way_up(100, losses, 10) is None
+    assert "above the lowest 1" in resume.on_the_way_up(200, losses, 10)
 
 
 def test_after_a_first_loop_divergence_and_its_retry_the_initialisation_has_a_finite_loss(

@@ -330,7 +330,7 @@ class _Workers:
 @pytest.mark.timeout(60)
 def test_a_worker_whose_step_is_the_mean_of_different_steps_stops_too():
     from resnet_nobn.errors import UserError
-    from resnet_nobn.train.multiworker import check_same_step
+    from resnet_nobn.train.cluster import check_same_step
     check_same_step(_Workers([6, 6]), 6, "/shared/run")  # the same step everywhere: no error
     for this, others in [(6, [3, 9]), (3, [6, 9]), (5, [5, 4, 6])]:
         with pytest.raises(UserError, match="resumed from different steps"):

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from resnet_nobn.data import cifar
-from resnet_nobn.train import checkpoints, resume, rollback, rundir
+from resnet_nobn.train import checkpoints, resume, rundir
 from resnet_nobn.train.steps import bound_gradients, global_gradient
 from resnet_nobn.train.trainer import Trainer
 from tests.helpers import tiny_config
@@ -79,27 +79,28 @@ def test_training_writes_branch_norm_and_update_ratio_summaries(tmp_path):
 
 
 def test_a_checkpoint_on_the_way_to_a_blow_up_is_not_resumed_from(tmp_path):
-    ckpt = str(tmp_path)
+    model_dir = str(tmp_path / "run")
+    ckpt = os.path.join(model_dir, rundir.CKPT)
+    os.makedirs(ckpt)
     for step, loss in ((0, 2.3), (100, 1.2), (200, 0.9), (300, 4.5), (400, float("nan"))):
         checkpoints.record_loss(ckpt, step, loss)
     losses = checkpoints.read_losses(ckpt)
-    assert rollback.on_the_way_up(200, losses, 10) is None
-    assert "above the lowest" in rollback.on_the_way_up(300, losses, 10)  # 4.5 > 0.9 + ln 10
-    assert "nan" in rollback.on_the_way_up(400, losses, 10)
-    assert rollback.on_the_way_up(0, {}, 10) is None and rollback.on_the_way_up(100, {}, 10)
+    assert resume.on_the_way_up(200, losses, 10) is None
+    assert "above the lowest" in resume.on_the_way_up(300, losses, 10)  # 4.5 > 0.9 + ln 10
+    assert "nan" in resume.on_the_way_up(400, losses, 10)
+    assert resume.on_the_way_up(0, {}, 10) is None and resume.on_the_way_up(100, {}, 10)
     for step in (0, 200, 300):
         for suffix in ("index", "data-00000-of-00001"):
             open(os.path.join(ckpt, f"ckpt-{step}.{suffix}"), "w").close()
     os.remove(os.path.join(ckpt, "ckpt-0.index"))
     assert rundir.steps_on_disk(ckpt) == [300, 200, 0]
-    model_dir = str(tmp_path / "run")
-    os.makedirs(model_dir)
-    order, diverged = resume.resume_order(ckpt, model_dir, 10)
+    order, diverged = resume.resume_order(rundir.read(model_dir), 10)
     assert diverged is None and order == [(300, None), (200, None), (0, "its .index file is missing")]
     rundir.atomic_write_json(os.path.join(model_dir, rundir.DIVERGED), {"step": 412})
-    order, diverged = resume.resume_order(ckpt, model_dir, 10)
+    order, diverged = resume.resume_order(rundir.read(model_dir), 10)
     assert diverged["step"] == 412 and order[0][1] is not None and order[1] == (200, None)
-    assert checkpoints.delete_after(ckpt, 200) == [300]
+    assert checkpoints.delete_after(ckpt, 200, rundir.steps_on_disk(ckpt),
+                                    checkpoints.read_losses(ckpt)) == [300]
     assert rundir.steps_on_disk(ckpt) == [200, 0] and 300 not in checkpoints.read_losses(ckpt)
 
 
