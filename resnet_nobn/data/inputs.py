@@ -6,12 +6,14 @@ cifar.py's input), ImageNet by resnet_nobn/data/imagenet.py; all split every glo
 over workers and replicas alike (resnet_nobn/data/pipeline.py). Each input has
 `train_dataset(ctx, global_batch, start_step)` of (images, labels), `num_eval_batches(global_batch)`
 and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding weighted 0.
+results.json records what a run's input was (`record`); a resumed run's input goes on as recorded
+(`go_on_as_recorded`).
 """
 import numpy as np
 import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.data import cifar, folder_input, imagenet, tfds_dir
+from resnet_nobn.data import cifar, folder_input, imagenet, standardization, tfds_dir
 from resnet_nobn.datasets import DATASETS, DatasetInfo
 
 INPUTS = {"cifar": cifar.make_input, "imagenet": imagenet.make_input}  # by the dataset's recipe
@@ -53,6 +55,33 @@ def make_input(cfg: TrainConfig):
     if cfg.use_synthetic_data:
         return SyntheticInput(info, cfg.seed, cfg.model.num_classes)
     return folder_input.make_input(cfg) if info.folder else INPUTS[info.recipe](cfg)
+
+
+def go_on_as_recorded(inp, results):
+    """--standardize=dataset: the input `inp` of a resumed run goes on with the mean and std its
+    results.json (`results`, as the run found it) records (resnet_nobn/data/standardization.py).
+    Returns the warning to print where the training split now gives other values, else None."""
+    used = getattr(inp, "standardization", None)
+    if used is None or used.mode != standardization.DATASET:
+        return None
+    was = standardization.recorded(results)
+    if was is None or was == used:
+        return None
+    inp.standardization = was
+    return (f"the training split now gives {used.described()}; the run goes on with those its "
+            f"results.json records: {was.described()}")
+
+
+def record(inp, class_names):
+    """results.json's record of the input `inp`: another dataset's images under the name
+    (`data_mismatch`), an image folder's classes (`class_names`: the run's, or ()), the mean and
+    std of --standardize=dataset."""
+    mismatch, std = getattr(inp, "mismatch", None), getattr(inp, "standardization", None)
+    return {**({"data_mismatch": mismatch} if mismatch else {}),
+            **({"image_folder": dict(getattr(inp, "folder", None) or {},
+                                     class_names=list(class_names))} if class_names else {}),
+            **({standardization.RECORD: std.record()}
+               if std and std.mode == standardization.DATASET else {})}
 
 
 def read_error(error, inp):

@@ -1,34 +1,15 @@
-"""Where a run trains and how its workers keep in step: the tf.distribute strategy of
---strategy, its devices and which worker is the chief; for a multi-worker run
-(MultiWorkerMirroredStrategy), its connection, checks and preemption, each ending in bounded time.
+"""Where a run trains and how its workers keep in step: the tf.distribute strategy of --strategy,
+its devices and which worker is the chief; for a multi-worker run (MultiWorkerMirroredStrategy),
+a connection that succeeds or fails within RESNET_NOBN_CONNECT_TIMEOUT seconds (a watchdog
+process: TensorFlow waits for its peers in C++ holding the GIL), workers that agree on the run's
+settings (`check_same_settings`) and step (`check_same_step`) before the first step, and
+preemption (`preemption_handler`). What each failure prints: docs/imagenet_and_multiworker.md,
+"When something goes wrong".
 
-Strategy `auto`: MultiWorkerMirroredStrategy when TF_CONFIG is set, MirroredStrategy over several
-GPUs, else one device. Every worker of a multi-worker run runs the same command with its own
-TF_CONFIG, e.g. on the first of two machines
-
-    TF_CONFIG='{"cluster": {"worker": ["10.0.0.1:12345", "10.0.0.2:12345"]},
-                "task": {"type": "worker", "index": 0}}'
-
-Worker 0 is the chief (or the task of type "chief" if there is one). What the user of a
-multi-worker run sees (a UserError: one line, exit status 2):
-
-  * a bad TF_CONFIG or timeout is said before TensorFlow starts (resnet_nobn/train/tf_config.py);
-  * the peers never come up: a watchdog process prints why and kills the worker if the strategy
-    and a first collective are not ready within RESNET_NOBN_CONNECT_TIMEOUT seconds (environment
-    variable, default 180). TensorFlow blocks in C++ holding the GIL and ignores
-    SIGTERM meanwhile, so nothing inside the process can end the wait; the coordination
-    service's own registration timeout is also set to it.
-  * SIGTERM (a preemption notice) reaches a worker: all save a checkpoint at a common step and
-    stop (`preemption_handler`); the same command on every worker resumes.
-  * a peer dies during training: the coordination service's heartbeat notices within
-    RESNET_NOBN_HEARTBEAT_TIMEOUT seconds (default 30) and the collectives of the other workers
-    fail; the run stops with the error (TensorFlow's watcher thread's traceback not shown) and
-    can be restarted from the last checkpoint.
-  * a worker started with other settings than the others (a stale command line): all stop before
-    the first step, naming the flags (`check_same_settings`);
-  * the workers restored different steps (a --model_dir not on shared storage): `check_same_step`.
-
-TensorFlow is imported inside the functions that need it: the command line checks TF_CONFIG first.
+Strategy `auto`: MultiWorkerMirroredStrategy when TF_CONFIG is set (checked before TensorFlow
+starts: tf_config.py), MirroredStrategy over several GPUs, else one device. Every worker runs the
+same command with its own TF_CONFIG; worker 0 is the chief (or the task of type "chief").
+TensorFlow is imported inside the functions that need it.
 """
 import hashlib
 import itertools

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import hms, log
-from resnet_nobn.data import inputs, standardization
+from resnet_nobn.data import inputs
 from resnet_nobn.errors import UserError
 from resnet_nobn.files import atomic_write_json
 from resnet_nobn.model import network as model_lib
@@ -68,10 +68,12 @@ class Trainer:
             log(f"{os.path.join(cfg.model_dir, rundir.CONFIG)} is missing: the run's settings are "
                 f"read from {self.plan.settings_from}", self.chief)
         self.input = inputs.make_input(cfg)
-        self._standardize_as_recorded()
-        self.mismatch = getattr(self.input, "mismatch", None)  # another dataset under the name
-        if self.mismatch:
-            log(f"warning: {self.mismatch}; recorded as data_mismatch in results.json", self.chief)
+        said = inputs.go_on_as_recorded(self.input, self.plan.run.results)
+        if said:
+            log(f"warning: {said}", self.chief)
+        mismatch = getattr(self.input, "mismatch", None)  # another dataset under the name
+        if mismatch:
+            log(f"warning: {mismatch}; recorded as data_mismatch in results.json", self.chief)
         self.model, self.optimizer = steps.build(cfg, self.strategy)
         self.trainable_params = model_lib.count_params(self.model.trainable_variables)
         self.monitor = summaries.Monitor(self.model, self.optimizer, lambda: next(iter(
@@ -94,19 +96,6 @@ class Trainer:
             run = dataclasses.replace(run, checkpoint_settings=checkpoints.run_config_in_checkpoint(
                 run.ckpt_dir, run.steps))
         return run
-
-    def _standardize_as_recorded(self):
-        """--standardize=dataset: a resumed run goes on with the mean and std its results.json
-        records (resnet_nobn/data/standardization.py); values computed again from other data
-        than the run's are said, and replaced."""
-        used = getattr(self.input, "standardization", None)
-        if used is None or used.mode != standardization.DATASET:
-            return
-        was = standardization.recorded(self.plan.run.results)
-        if was is not None and was != used:
-            log(f"warning: the training split now gives {used.described()}; the run goes on with "
-                f"those its results.json records: {was.described()}", self.chief)
-            self.input.standardization = was
 
     @property
     def step(self):
@@ -224,7 +213,8 @@ class Trainer:
         per run, results.py) from what the run found, on every worker."""
         cfg, run = self.cfg, self.plan.run
         found = run.results if restored is not None or cfg.eval_only else None
-        self.results = Results(cfg.model_dir, found, self._facts(), self._inputs_record(),
+        self.results = Results(cfg.model_dir, found, self._facts(),
+                               inputs.record(self.input, cfg.class_names),
                                self.plan.run_config if cfg.eval_only and self.plan.run_config
                                else cfg.to_json(), cfg.clip_norm > 0 or cfg.agc > 0, cfg.eval_only)
         if restored is not None and run.results_unreadable and self.chief:
@@ -271,17 +261,6 @@ class Trainer:
                 "strategy": type(self.strategy).__name__, "seed": seed,
                 **provenance.versions(), "device_names": self.device_names,
                 "git_commit": provenance.git_commit()}
-
-    def _inputs_record(self):
-        """results.json's record of the data: another dataset under the name, an image folder's
-        classes, the mean and std of --standardize=dataset."""
-        cfg, std = self.cfg, getattr(self.input, "standardization", None)
-        return {**({"data_mismatch": self.mismatch} if self.mismatch else {}),
-                **({"image_folder": dict(getattr(self.input, "folder", None) or {},
-                                         class_names=list(cfg.class_names))}
-                   if cfg.class_names else {}),
-                **({standardization.RECORD: std.record()}
-                   if std and std.mode == standardization.DATASET else {})}
 
     def open_summaries(self, restored):
         """The chief's TensorBoard writers {train, eval} (None elsewhere), with the run's HParams

@@ -80,7 +80,11 @@ def test_readme_set_up_block_works_as_copied_without_a_gpu():
     comments = [line for line in first.splitlines() if line.lstrip().startswith("#")]
     assert any("pip install -r requirements.txt" in line for line in commands), first
     assert any("pip install -e ." in line for line in commands), first  # the package, then
-    assert "python -m pytest tests" in commands, first  # the three commands: install, train, test
+    tests = [line.split("#")[0].strip() for line in commands
+             if line.startswith("python -m pytest tests")]  # the three: install, train, test
+    assert tests, first
+    ci = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read().splitlines()
+    assert tests[0] in ci, tests  # CI runs the README's test command as written
     assert not any("requirements-gpu.txt" in line for line in commands), first
     assert any("pip install -r requirements-gpu.txt" in line for line in comments), first
 
