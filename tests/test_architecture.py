@@ -214,6 +214,34 @@ def test_a_module_on_no_floor_is_found(tmp_path):
     assert "resnet_nobn.serve stands on no floor of docs/architecture.md" in problems(root)
 
 
+# One run (docs/architecture.md): the hub sequences it (main.py, the entry points' main, reads and
+# decides before TensorFlow loads, then hands over to it); a spoke uses no other spoke, only the
+# run directory's names and readers and the TF_CONFIG checks.
+HUBS = ("resnet_nobn.train.trainer", "resnet_nobn.train.main")
+SHARED = ("resnet_nobn.train.rundir", "resnet_nobn.train.tf_config", "resnet_nobn.train")
+
+
+def spokes_using_spokes(root):
+    """["importer -> imported (line N)"] of each module of resnet_nobn/train/ other than the hub
+    that imports another of its spokes."""
+    edges, _ = imports(root)
+    return [f"{a} -> {b} (line {line})" for a, b, line, _ in edges
+            if a.startswith("resnet_nobn.train.") and b.startswith("resnet_nobn.train.")
+            and a not in HUBS and b not in SHARED]
+
+
+def test_the_spokes_of_one_run_use_no_other_spoke():
+    assert spokes_using_spokes(ROOT) == []
+
+
+def test_a_spoke_that_calls_another_is_found(tmp_path):
+    root = _copy(tmp_path)
+    _plant(root / "resnet_nobn" / "train" / "results.py", "from resnet_nobn.train import checkpoints")
+    found = spokes_using_spokes(root)
+    assert any(p.startswith("resnet_nobn.train.results -> resnet_nobn.train.checkpoints (line")
+               for p in found), found
+
+
 MAX_LINES = 500  # past this many lines a module is a sign of two jobs (docs/architecture.md)
 
 
