@@ -14,7 +14,9 @@ from bench.faults3.common import (
 
 @case("1.1", "new run, the disk fills at a later checkpoint", "one line naming the disk; ckpts and results kept")
 def new_run_fills(s):
-    disk = mount_tmpfs(os.path.join(s, "disk11"), "130k")
+    # room for ckpt-0, the first step's augmented images in train/ and ckpt-2 to 6 (each ~36 KiB):
+    # the disk fills at ckpt-8, after evaluations wrote results.json
+    disk = mount_tmpfs(os.path.join(s, "disk11"), "260k")
     d = os.path.join(disk, "run")
     p = train(d, "--train_steps=40")
     ok = (one_line(p, "No space left on device", disk) and "memory" not in p.stderr
@@ -162,7 +164,9 @@ def theory_full(s):
 
 @case("1.14", "multi-worker: the chief's disk fills", "one line each; the chief's ckpts kept")
 def multiworker_full(s):
-    disk = mount_tmpfs(os.path.join(s, "disk115"), "700k")
+    # both workers' checkpoints (the chief's in ckpt/, the other's in .scratch/, ~166 KiB each)
+    # and the first step's augmented images (~1 MiB of 224x224 noise): the disk fills at ckpt-6
+    disk = mount_tmpfs(os.path.join(s, "disk115"), "2200k")
     d = os.path.join(disk, "run")
     procs = workers([["--train_steps=40", "--checkpoint_every=2", f"--model_dir={d}"]] * 2)
     chief, other = procs

@@ -184,12 +184,24 @@ class Checkpoints:
             return bad
         try:
             self.manager.save(checkpoint_number=self.step)
-        except BaseException:  # a full disk: TensorFlow's temporary files of this save go
-            shutil.rmtree(os.path.join(self.manager.directory, f"ckpt-{self.step}_temp"),
-                          ignore_errors=True)
+        except BaseException:  # a full disk
+            self._discard_partial(self.step)
             raise
         self.loss_owed_by = self.step
         return []
+
+    def _discard_partial(self, step):
+        """After a save of `step` that failed: TensorFlow's temporary files go, and so does the
+        checkpoint itself unless its index reads (a disk that fills while the index is written
+        leaves it empty beside a whole data file: no re-run could restore it, yet it would stand
+        as the newest checkpoint)."""
+        shutil.rmtree(os.path.join(self.manager.directory, f"ckpt-{step}_temp"), ignore_errors=True)
+        path = os.path.join(self.manager.directory, f"ckpt-{step}")
+        try:
+            tf.train.load_checkpoint(path)
+        except (tf.errors.OpError, ValueError):
+            for partial in glob.glob(glob.escape(path) + ".*"):
+                os.remove(partial)
 
     def record_loss(self, loss):
         """After a loop: its mean loss, computed from the weights of the checkpoint taken just

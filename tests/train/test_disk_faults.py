@@ -4,6 +4,7 @@ full disk is injected at the write (TensorFlow raises ResourceExhaustedError wit
 "No space left on device", Python OSError(ENOSPC) or OSError(EDQUOT)), as a real one gives it."""
 import errno
 import os
+import shutil
 
 import pytest
 import tensorflow as tf
@@ -85,6 +86,35 @@ def test_a_full_disk_keeps_what_the_new_run_saved_and_names_the_disk(tmp_path, m
     assert os.path.exists(os.path.join(cfg.model_dir, "ckpt", "ckpt-2.index"))
     assert rundir.read_json(os.path.join(cfg.model_dir, "results.json"))["global_step"] >= 2
     assert not [f for f in os.listdir(os.path.join(cfg.model_dir, "ckpt")) if "_temp" in f]
+
+
+def test_a_checkpoint_whose_index_the_full_disk_cut_short_does_not_stand_as_the_newest(
+        tmp_path, monkeypatch, capsys):
+    """What a real full disk leaves (seen on a 130 KiB tmpfs): ckpt-4's data file whole, its
+    index empty, the state file not updated. The line named ckpt-4 the newest checkpoint kept,
+    though no re-run could restore it; its files now go, and the same command resumes from
+    ckpt-2 with nothing to skip."""
+    cfg = _run(tmp_path)
+    ckpt, save = os.path.join(cfg.model_dir, "ckpt"), tf.train.CheckpointManager.save
+
+    def cut_short(self, checkpoint_number=None, **kw):
+        if checkpoint_number == 4:
+            shutil.copy(os.path.join(ckpt, "ckpt-2.data-00000-of-00001"),
+                        os.path.join(ckpt, "ckpt-4.data-00000-of-00001"))
+            open(os.path.join(ckpt, "ckpt-4.index"), "w").close()
+            raise tf.errors.ResourceExhaustedError(
+                None, None, TF_FULL % os.path.join(ckpt, "ckpt-4.index"))
+        return save(self, checkpoint_number=checkpoint_number, **kw)
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", cut_short)
+    with pytest.raises(UserError) as e:
+        trainer.train(cfg)
+    assert "the newest: ckpt-2)" in str(e.value), str(e.value)
+    assert rundir.steps_on_disk(ckpt) == [2, 0]
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert trainer.train(cfg)["global_step"] == cfg.train_steps
+    out = capsys.readouterr()
+    assert "ckpt-2 at step 2" in out.out + out.err and "skipped" not in out.out + out.err
 
 
 def _out_of_memory(*a, **k):
