@@ -154,10 +154,15 @@ def from_runs(root, blocks, seeds, steps):
     return found
 
 
-def write(found, path=recipes.MEASURED_FILE):
-    """Merges `found` into the measured file (an entry replaces the one of its net and depth)."""
+def write(found, steps, path=recipes.MEASURED_FILE):
+    """Merges `found`, of runs of `steps` steps, into the measured file (an entry replaces the one
+    of its net and depth); refuses, in one line, runs of another length than those it holds."""
     with open(path) as f:
         data = json.load(f)
+    if data.get("steps", steps) != steps:
+        sys.exit(f"error: {path} holds runs of {data['steps']} steps, these ran {steps}; "
+                 "write runs of one length into it")
+    data["steps"] = steps
     table = {(r["net"], r["blocks"]): r for r in data["runs"]}
     for (net, b), runs in found.items():
         table[(net, b)] = dict(net=net, blocks=b, seeds={str(s): v for s, v in runs.items()})
@@ -181,7 +186,7 @@ def main():
         for key, runs in found.items():
             print(f"{key}: {runs}")
         if args.write:
-            write(found)
+            write(found, args.steps)
         return
     survival_table()
     for blocks in sorted({b for _, b in MEASURED}, reverse=True):

@@ -93,7 +93,7 @@ REMEDIES = {
 }
 
 # What each net did on real images with the paper's schedule shape (rate /10 at 50% and 83% of
-# 1,500 steps, batch 128; each remedy at the paper's rate 0.05 unless its flags lower it):
+# MEASURED_STEPS steps, batch 128; each remedy at the paper's rate 0.05 unless its flags lower it):
 # (net, blocks per stage) -> {seed: test top-1 error in % after the run, or "NaN @step" where its
 # loss became non-finite}. Written by `python bench/remedies.py --from_runs=ROOT --write` into
 # measured_remedies.json beside this file; docs/stability.md's tables are its rendering.
@@ -101,13 +101,15 @@ MEASURED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "measur
 
 
 def read_measured(path=MEASURED_FILE):
-    """MEASURED from its file: {(net, blocks): {seed: error in % or "NaN @step[, then ...]"}}."""
+    """(MEASURED, MEASURED_STEPS) from its file: {(net, blocks): {seed: error in % or "NaN @step[,
+    then ...]"}}, and the number of steps the runs trained."""
     with open(path) as f:
-        rows = json.load(f)["runs"]
-    return {(r["net"], r["blocks"]): {int(s): v for s, v in r["seeds"].items()} for r in rows}
+        data = json.load(f)
+    return ({(r["net"], r["blocks"]): {int(s): v for s, v in r["seeds"].items()}
+             for r in data["runs"]}, int(data["steps"]))
 
 
-MEASURED = read_measured()
+MEASURED, MEASURED_STEPS = read_measured()
 
 
 def measured_depth(blocks):
@@ -174,11 +176,12 @@ def best_remedy(cfg: TrainConfig):
 
 
 def measured_clause(name, blocks):
-    """'measured: 14.6% at 9 blocks per stage, BN twin 9.2%' for a remedy's advice."""
+    """'measured on Fashion-MNIST after 1,500 steps, docs/stability.md: 14.6% at 9 blocks per
+    stage, BN twin 9.2%' for a remedy's advice."""
     depth = measured_depth(blocks)
     bn = mean_error("bn", depth)
-    return (f"measured on Fashion-MNIST, docs/stability.md: {mean_error(name, blocks):.1f}% at "
-            f"{depth} block{'s' * (depth != 1)} per stage"
+    return (f"measured on Fashion-MNIST after {MEASURED_STEPS:,} steps, docs/stability.md: "
+            f"{mean_error(name, blocks):.1f}% at {depth} block{'s' * (depth != 1)} per stage"
             + (f", BN twin {bn:.1f}%" if bn is not None else ""))
 
 

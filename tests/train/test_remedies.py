@@ -191,3 +191,25 @@ def test_a_remedy_that_diverged_at_any_measured_depth_has_not_survived(monkeypat
     assert not recipes.survived("paper_clip1", 9)
     deep = tiny_config("/x", blocks_per_stage=(9, 9, 9), train_steps=1500, lr_boundaries=(750, 1250))
     assert recipes.retry_advice(deep) == "--agc=0.16"
+
+
+def test_the_measured_runs_length_is_recorded_and_one(tmp_path):
+    """The advice says how long its measured runs trained (measured_remedies.json `steps`); runs
+    of another length are refused into the file, which is left as it was."""
+    import shutil
+    import sys
+    from resnet_nobn import recipes
+    from tests.helpers import ROOT
+    sys.path.insert(0, ROOT)
+    from bench import remedies
+    path = str(tmp_path / "measured.json")
+    shutil.copy(recipes.MEASURED_FILE, path)
+    before = open(path).read()
+    with pytest.raises(SystemExit, match="holds runs of 1500 steps, these ran 6000"):
+        remedies.write({("bn", 3): {7: 9.0}}, 6000, path)
+    assert open(path).read() == before
+    remedies.write({("bn", 3): {7: 9.0}}, 1500, path)
+    measured, steps = recipes.read_measured(path)
+    assert steps == 1500 and measured[("bn", 3)] == {7: 9.0}
+    deep = tiny_config("/x", blocks_per_stage=(9, 9, 9), train_steps=1500, lr_boundaries=(750, 1250))
+    assert f"after {recipes.MEASURED_STEPS:,} steps" in recipes.retry_remedy(deep)[1]
