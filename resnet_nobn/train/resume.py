@@ -1,13 +1,6 @@
 """What a start does with the run directory it found: one pure decision (`decide`: new, resume,
-rollback, eval-only, finished, or refused, and the restore order) from the RunDir read once
-(rundir.py) and the flags.
-
-A resume takes the newest checkpoint that restores with finite weights (the trainer tries them in
-`restore_order`, newest first, and names each it passes over). After a divergence (diverged.json
-pending) it takes the newest taken *before the blow-up*: its loss, recorded with its weights
-(ckpt/losses.json), is at most `ln(num_classes)` above the lowest recorded up to it, so not
-already on the way up (`on_the_way_up`); else the initialisation, step 0. A run that trains on
-from it deletes the checkpoints after it, since it writes its own.
+rollback, eval-only, finished, or refused, and the restore order, `restore_order`) from the RunDir
+read once (rundir.py) and the flags.
 
 A resume may change only RESUMABLE_FIELDS (resnet_nobn/config.py) and, after a divergence, the
 settings its `retry with:` line advises, to the values it advises; results.json records each
@@ -170,7 +163,14 @@ def on_the_way_up(step, losses, num_classes):
 def restore_order(steps, indexed, losses, diverged, num_classes):
     """[(step, reason to skip it or None)] of the checkpoints `steps` (newest first): one without
     its .index file (not in `indexed`) is skipped; after a divergence (`diverged`, the pending
-    record, or None) one taken on the way up too."""
+    record, or None) one taken on the way up too.
+
+    A resume takes the newest checkpoint that restores with finite weights (the trainer tries
+    them in this order and names each it passes over). After a divergence it takes the newest
+    taken *before the blow-up*: its loss, recorded with its weights (ckpt/losses.json), is at most
+    `ln(num_classes)` above the lowest recorded up to it, so not already on the way up
+    (`on_the_way_up`); else the initialisation, step 0. A run that trains on from it deletes the
+    checkpoints after it, since it writes its own."""
     order = []
     for step in steps:
         why = None

@@ -1,22 +1,7 @@
 """A run's TensorBoard summaries besides its loss, rate and errors: what it records about the
-network at each log step (`Monitor`), its hyperparameters (the HParams tab), the conv kernels'
-histograms at each evaluation, and a few augmented training images once.
-
-  * `Monitor`, at each log step in train/: per stage, the norm of the conv kernels
-    (`weight_norm/`) and of their last update relative to it (`update_ratio/`); per block,
-    ||branch(h)|| / ||shortcut(h)|| on a fixed batch of test images (`branch_norm/`): how far
-    each block is from the identity, the network's counterpart of ||A_j|| in Section 2 of the
-    paper; and beside it, for the normalization-free nets, the bound the theory speaks of,
-    |scale| ||C2||_2 ||C1||_2 (`branch_bound/`, resnet_nobn/model/lipschitz.py, by a power
-    iteration of its own, warm-started at each log step);
-  * `hp.hparams` in model_dir itself, once (`write_run_hparams`), so TensorBoard pairs it with the
-    run's train/ and eval/ summaries; a study writes it first, with its own trial id
-    (resnet_nobn/study/hparams.py, which also writes the study's experiment summary);
-  * `kernel/<layer>/<kernel>`: one histogram per conv kernel (the stem's and both of every block's,
-    the weights with weight decay), in eval/ at each evaluation;
-  * `augmented_images`: the first 8 images of the first training batch, as the network sees
-    them after augmentation, each rescaled from its own min..max to [0, 1] to be viewable
-    (standardised images have no fixed range), in train/ at the run's first step.
+network at each log step (`Monitor`), its hyperparameters for the HParams tab
+(`write_run_hparams`), the conv kernels' histograms at each evaluation (`kernel_histograms`) and
+a few augmented training images at its first step (`augmented_images`).
 """
 import os
 
@@ -43,9 +28,11 @@ def hparams_of(cfg):
 
 
 def write_run_hparams(cfg, trial_id=None):
-    """hp.hparams in the run's directory, unless an event file is there already (written once);
-    `trial_id` is TensorBoard's group: runs of one id are one row of the HParams tab (None: one
-    made from the values). Returns whether it wrote."""
+    """hp.hparams in the run's directory itself, so that TensorBoard pairs it with the run's
+    train/ and eval/ summaries, unless an event file is there already (written once: a study
+    writes it first, with its own trial id, resnet_nobn/study/hparams.py); `trial_id` is
+    TensorBoard's group: runs of one id are one row of the HParams tab (None: one made from the
+    values). Returns whether it wrote."""
     from tensorboard.plugins.hparams import api as hp
     os.makedirs(cfg.model_dir, exist_ok=True)
     if any(n.startswith("events.out.tfevents.") for n in os.listdir(cfg.model_dir)):
@@ -58,14 +45,17 @@ def write_run_hparams(cfg, trial_id=None):
 
 
 def kernel_histograms(model, step):
-    """One histogram per conv kernel, into the default writer at `step`."""
+    """`kernel/<layer>/<kernel>`: one histogram per conv kernel (the stem's and both of every
+    block's, the weights with weight decay), into the default writer (eval/) at `step`."""
     for kernel in model_lib.conv_kernels(model):
         tf.summary.histogram("kernel/" + kernel.path, kernel, step=step)
 
 
 def augmented_images(dataset, step, count=8):
-    """The first `count` images of `dataset`'s first batch, each rescaled to [0, 1], as
-    `augmented_images` into the default writer at `step`."""
+    """The first `count` images of `dataset`'s first batch, as the network sees them after
+    augmentation, each rescaled from its own min..max to [0, 1] to be viewable (standardised
+    images have no fixed range), as `augmented_images` into the default writer (train/) at
+    `step`."""
     images = tf.cast(next(iter(dataset))[0][:count], tf.float32)
     low = tf.reduce_min(images, axis=[1, 2, 3], keepdims=True)
     high = tf.reduce_max(images, axis=[1, 2, 3], keepdims=True)
@@ -75,7 +65,14 @@ def augmented_images(dataset, step, count=8):
 
 
 class Monitor:
-    """The scalars of one model and its optimizer; `probe_images()` gives the fixed test batch."""
+    """The scalars of one model and its optimizer at each log step, in train/: per stage, the norm
+    of the conv kernels (`weight_norm/`) and of their last update relative to it
+    (`update_ratio/`); per block, ||branch(h)|| / ||shortcut(h)|| on a fixed batch of test images
+    (`branch_norm/`): how far each block is from the identity, the network's counterpart of
+    ||A_j|| in Section 2 of the paper; and beside it, for the normalization-free nets, the bound
+    the theory speaks of, |scale| ||C2||_2 ||C1||_2 (`branch_bound/`, by a power iteration of its
+    own, resnet_nobn/model/lipschitz.py, warm-started at each log step). `probe_images()` gives
+    the fixed test batch."""
 
     def __init__(self, model, optimizer, probe_images):
         self.model, self.optimizer, self._probe_images = model, optimizer, probe_images
