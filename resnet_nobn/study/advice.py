@@ -3,7 +3,7 @@ flags that say them, the step where it diverged, and the configuration it was st
 
 When a run diverges, the trainer writes its `retry with:` flags to model_dir/diverged.json; a
 resume may then change a setting outside RESUMABLE_FIELDS only to the value that line advises
-(resnet_nobn/train/resume.py: check_model_dir), and results.json records each change under
+(resnet_nobn/train/resume.py: `decide`), and results.json records each change under
 `resume_changes` and the divergence under `rollbacks`. So the changes read here are the advice
 the run followed, whoever continued it: the study (run/ablate.py --follow_retry_advice) or a
 person by hand. Reads JSON only (no TensorFlow).

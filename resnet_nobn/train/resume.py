@@ -129,8 +129,8 @@ def _in_results(run):
 
 def check_model_dir(cfg, run=None):
     """(the run's recorded settings or None, {field: [there, here]}) of a start of `cfg`: `decide`
-    on `run` (read from cfg.model_dir if None); UserError where it refuses. For callers without
-    the trainer (the study, tests); the trainer decides once itself."""
+    on `run` (read from cfg.model_dir if None); UserError where it refuses. For a check without
+    a run (the tests); the trainer and main.py decide once themselves."""
     plan = decide(run or rundir.read(cfg.model_dir), cfg)
     return plan.run_config, plan.changes
 

@@ -29,8 +29,7 @@ CONFIG, RESULTS, CKPT, DIVERGED = "config.json", "results.json", "ckpt", "diverg
 LOSSES = "losses.json"  # in ckpt/: {step: the training loss computed with that checkpoint}
 TRAIN, EVAL = "train", "eval"  # TensorBoard summaries
 SUMMARIES = (TRAIN, EVAL)
-SCRATCH = ".scratch"
-LOCK = ".lock"
+LOCK, SCRATCH = ".lock", ".scratch"
 RESUME_CHANGES = "resume_changes"  # results.json: [{step, field, from, to}] of each resume's changes
 ROLLBACKS = "rollbacks"  # results.json: [{diverged_at, resumed_from, retry_with}]
 
@@ -43,9 +42,9 @@ class RunDir:
     `diverged`: diverged.json when it is a divergence record (an integer `step`); `steps`: every
     `ckpt-<step>` with any file, newest first, `indexed` those with their `.index` file;
     `losses`: ckpt/losses.json as {step: loss or None}; `held_by`: the lock's holder, if live
-(and asked: `read`);
-    `checkpoint_settings`: (config.json object, where) of the newest checkpoint's record, filled
-    in by the trainer (it needs TensorFlow) only when config.json is missing.
+    (and asked: `read`); `checkpoint_settings`: (config.json object, where) of the newest
+    checkpoint's record, filled in by the trainer (it needs TensorFlow) only when config.json is
+    missing.
     """
     model_dir: str
     exists: bool = False

@@ -213,10 +213,11 @@ class Trainer:
         per run, results.py) from what the run found, on every worker."""
         cfg, run = self.cfg, self.plan.run
         found = run.results if restored is not None or cfg.eval_only else None
-        self.results = Results(cfg.model_dir, found, self._facts(),
-                               inputs.record(self.input, cfg.class_names),
-                               self.plan.run_config if cfg.eval_only and self.plan.run_config
-                               else cfg.to_json(), cfg.clip_norm > 0 or cfg.agc > 0, cfg.eval_only)
+        # an evaluation records the run's own settings, not the flags it was given
+        config = self.plan.run_config if cfg.eval_only and self.plan.run_config else cfg.to_json()
+        self.results = Results(cfg.model_dir, found, self._facts(config["seed"]),
+                               inputs.record(self.input, cfg.class_names), config,
+                               cfg.clip_norm > 0 or cfg.agc > 0, cfg.eval_only)
         if restored is not None and run.results_unreadable and self.chief:
             rundir.set_aside(os.path.join(cfg.model_dir, rundir.RESULTS))  # 1
         if cfg.eval_only:
@@ -251,10 +252,9 @@ class Trainer:
             log(f"new run in {os.path.abspath(cfg.model_dir)}", self.chief)
             self.save()  # 7
 
-    def _facts(self):
-        """results.json's record of what the run runs on and with (fixed for the run)."""
-        seed = (self.plan.run_config if self.cfg.eval_only and self.plan.run_config
-                else self.cfg.to_json())["seed"]
+    def _facts(self, seed):
+        """results.json's record of what the run runs on and with (fixed for the run; `seed`:
+        the one its settings record)."""
         return {"trainable_params": self.trainable_params,
                 "num_replicas": self.strategy.num_replicas_in_sync,
                 "device_kind": self.device_kind, "devices_per_worker": self.device_count,
