@@ -17,26 +17,25 @@ import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.errors import first_line
-from resnet_nobn.files import atomic_write_json, read_json
-from resnet_nobn.train.rundir import CKPT, LOSSES, SCRATCH, losses_of
+from resnet_nobn.files import atomic_write_json
+from resnet_nobn.train.rundir import CKPT, LOSSES, SCRATCH
 
 KEEP = 5  # checkpoints kept: enough to go back past a blow-up
 RECORD = "run_config"  # each checkpoint's record of the run's settings (config.json's object)
 
 
-def read_losses(ckpt_dir):
-    """{step: training loss at that checkpoint} (a missing or damaged record reads as empty)."""
-    return losses_of(read_json(os.path.join(ckpt_dir, LOSSES)))
-
-
-def record_loss(ckpt_dir, step, loss):
-    """Records the training loss computed with the weights of the checkpoint of `step`."""
-    losses = {s: l for s, l in read_losses(ckpt_dir).items() if s < step}
+def record_loss(ckpt_dir, losses, step, loss):
+    """Records the training loss computed with the weights of the checkpoint of `step` into
+    `losses` ({step: loss}: ckpt/losses.json as the run holds it), dropping those of later steps
+    (none is on disk), and writes ckpt/losses.json whole; returns the new record."""
+    losses = {s: l for s, l in losses.items() if s < step}
     losses[step] = loss
-    _write_losses(ckpt_dir, losses)
+    write_losses(ckpt_dir, losses)
+    return losses
 
 
-def _write_losses(ckpt_dir, losses):
+def write_losses(ckpt_dir, losses):
+    """Writes ckpt/losses.json (atomically) from {step: loss}."""
     atomic_write_json(os.path.join(ckpt_dir, LOSSES), {str(s): losses[s] for s in sorted(losses)})
 
 
@@ -56,15 +55,17 @@ def write_checkpoint_state(ckpt_dir, steps):
 
 
 def delete_after(ckpt_dir, step, steps, losses):
-    """Deletes every checkpoint file (and loss record) of a step after `step`; returns the steps.
-    `steps`, `losses`: the checkpoints' steps and losses as read (RunDir.steps, RunDir.losses)."""
+    """Deletes every checkpoint file (and loss record) of a step after `step`. `steps`, `losses`:
+    the checkpoints' steps and losses as read (RunDir.steps, RunDir.losses). Returns (the steps
+    deleted, the losses kept)."""
     gone = [s for s in steps if s > step]
     for s in gone:
         for path in glob.glob(os.path.join(glob.escape(ckpt_dir), f"ckpt-{s}.*")):
             os.remove(path)
+    kept = {s: l for s, l in losses.items() if s <= step}
     if gone:
-        _write_losses(ckpt_dir, {s: l for s, l in losses.items() if s <= step})
-    return gone
+        write_losses(ckpt_dir, kept)
+    return gone, kept
 
 
 def run_config_in_checkpoint(ckpt_dir, steps):
@@ -139,11 +140,14 @@ def restore_newest(saved, variables, ckpt_dir, order, only=None, state=()):
 
 class Checkpoints:
     """tf.train.CheckpointManager of one run's model and optimizer: `restore` in the order given,
-    `track` what a run that trains on keeps, `save`, and the loss recorded with each."""
+    `track` what a run that trains on keeps, `save`, and the loss recorded with each. `order`:
+    the restore order (resume.restore_order); `losses`: ckpt/losses.json as the start read it
+    (RunDir.losses), held here and written whole at each change."""
 
-    def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id, order=()):
+    def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id, order=(), losses=None):
         self.cfg, self.model, self.optimizer, self.chief = cfg, model, optimizer, chief
-        self.order = list(order)  # the restore order (resume.restore_order)
+        self.order = list(order)
+        self.losses = dict(losses or {})
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
         with tf.device("/cpu:0"):  # the run's settings, saved in each checkpoint
             record = tf.Variable(json.dumps(cfg.to_json()), trainable=False)
@@ -164,6 +168,12 @@ class Checkpoints:
         the run is known to go ahead."""
         return restore_newest(self.checkpoint, self.model.variables, self.directory, self.order,
                               state=() if self.cfg.eval_only else self.optimizer.variables)
+
+    def delete_after(self, step, steps):
+        """A rollback to ckpt-`step` deletes the checkpoints of `steps` (RunDir.steps) after it,
+        and their losses; returns the steps deleted."""
+        gone, self.losses = delete_after(self.directory, step, steps, self.losses)
+        return gone
 
     def track(self, step):
         """In a run that trains on from ckpt-`step` (chief only, after any rollback deleted the
@@ -207,7 +217,7 @@ class Checkpoints:
         """After a loop: its mean loss, computed from the weights of the checkpoint taken just
         before it, is recorded for that checkpoint."""
         if self.loss_owed_by is not None and self.chief:
-            record_loss(self.manager.directory, self.loss_owed_by, loss)
+            self.losses = record_loss(self.manager.directory, self.losses, self.loss_owed_by, loss)
         self.loss_owed_by = None
 
     def latest(self):

@@ -79,7 +79,8 @@ class Trainer:
         self.monitor = summaries.Monitor(self.model, self.optimizer, lambda: next(iter(
             self.input.eval_dataset(tf.distribute.InputContext(), 32)))[0])
         self.checkpoints = checkpoints.Checkpoints(cfg, self.model, self.optimizer, self.chief,
-                                                   self.task_id, self.plan.order)
+                                                   self.task_id, self.plan.order,
+                                                   self.plan.run.losses)
         self._train_loop = self._eval_step = None
         self.results = None  # results.json's object, made when the run begins
         # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
@@ -227,8 +228,7 @@ class Trainer:
         if restored is not None and self.chief:
             rolled_back = self.plan.action == resume.ROLLBACK
             if rolled_back:
-                gone = checkpoints.delete_after(self.checkpoints.directory, restored.step,  # 2
-                                                run.steps, run.losses)
+                gone = self.checkpoints.delete_after(restored.step, run.steps)  # 2
                 self.results.add_rollback(self.plan.diverged, restored.step)
                 log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "
                     f"ckpt-{restored.step}, taken before the blow-up"

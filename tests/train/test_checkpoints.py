@@ -18,12 +18,12 @@ def test_a_checkpoint_resumed_from_gets_the_loss_of_the_loop_after_it(tmp_path):
     recorded with its weights") and went back further than it needed."""
     Trainer(tiny_config(tmp_path, train_steps=4, checkpoint_every=2)).run()
     ckpt = str(tmp_path / "ckpt")
-    assert sorted(checkpoints.read_losses(ckpt)) == [0, 2]  # none for the step it ended at
+    assert sorted(rundir.read(str(tmp_path)).losses) == [0, 2]  # none for the step it ended at
     Trainer(tiny_config(tmp_path, train_steps=8, checkpoint_every=2)).run()
-    losses = checkpoints.read_losses(ckpt)
+    losses = rundir.read(str(tmp_path)).losses
     assert sorted(losses) == [0, 2, 4, 6], losses
     # a divergence after ckpt-8 with ckpt-6 already on the way up: ckpt-4 is where to resume
-    checkpoints.record_loss(ckpt, 6, min(losses.values()) + 100.0)
+    checkpoints.record_loss(ckpt, losses, 6, min(losses.values()) + 100.0)
     rundir.atomic_write_json(os.path.join(tmp_path, rundir.DIVERGED), {"step": 9})
     order, _ = resume.resume_order(rundir.read(str(tmp_path)), 10)
     assert [step for step, why in order if why is None] == [4, 2, 0], order
@@ -47,12 +47,11 @@ def test_after_a_first_loop_divergence_and_its_retry_the_initialisation_has_a_fi
     kw = dict(train_steps=4, checkpoint_every=2, learning_rate=1e9)
     with pytest.raises(TrainingDiverged) as diverged:
         trainer.train(tiny_config(tmp_path, **kw))
-    ckpt = str(tmp_path / "ckpt")
-    assert math.isnan(checkpoints.read_losses(ckpt)[0])
+    assert math.isnan(rundir.read(str(tmp_path)).losses[0])
     advice = str(diverged.value).splitlines()[-1].split()[2:]  # retry with: --flag=value ...
     trainer.train(tiny_config(tmp_path, **{**kw, **{t[2:].split("=")[0]: float(t.split("=")[1])
                                                   for t in advice}}))
-    losses = checkpoints.read_losses(ckpt)
+    losses = rundir.read(str(tmp_path)).losses
     assert sorted(losses) == [0, 2] and all(map(math.isfinite, losses.values())), losses
 
 

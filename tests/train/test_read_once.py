@@ -1,6 +1,7 @@
 """A start reads the run directory once (resnet_nobn/train/rundir.py `read`): config.json,
 results.json and diverged.json each opened once, ckpt/ globbed once, a resume past a divergence
-included; what the trainer writes after is written, not read back."""
+included; what the trainer writes after is written, not read back (ckpt/losses.json, held for
+the whole run, included)."""
 import builtins
 import collections
 import glob
@@ -16,9 +17,9 @@ from tests.helpers import tiny_config
 pytestmark = pytest.mark.timeout(300)
 
 
-def _start_reads(monkeypatch, cfg):
+def _start_reads(monkeypatch, cfg, whole_run=False):
     """{file name: times opened for reading} and the globs of ckpt/, from the start of `cfg`'s
-    run until its first training loop (the start's reads, not the loop's)."""
+    run until its first training loop (the start's reads, not the loop's), or to its end."""
     reads, globs = collections.Counter(), []
     real_open, real_glob = builtins.open, glob.glob
 
@@ -40,9 +41,12 @@ def _start_reads(monkeypatch, cfg):
 
     monkeypatch.setattr(builtins, "open", counting_open)
     monkeypatch.setattr(glob, "glob", counting_glob)
-    monkeypatch.setattr(trainer.Trainer, "train_loop", first_loop)
-    with pytest.raises(Started):
+    if whole_run:
         trainer.train(cfg)
+    else:
+        monkeypatch.setattr(trainer.Trainer, "train_loop", first_loop)
+        with pytest.raises(Started):
+            trainer.train(cfg)
     monkeypatch.undo()
     return reads, globs
 
@@ -63,3 +67,14 @@ def test_a_resume_past_a_divergence_reads_each_file_of_the_run_directory_once(tm
     assert len([g for g in globs if g.endswith("ckpt-*")]) == 1, globs
     results = json.load(open(os.path.join(tmp_path, "results.json")))
     assert len(results["rollbacks"]) == 1 and not os.path.exists(tmp_path / "diverged.json")
+
+
+def test_a_run_reads_its_checkpoints_losses_once_however_often_it_saves(tmp_path, monkeypatch):
+    """Each save's loss record rewrites ckpt/losses.json whole from what the run holds; it was
+    read back at every save."""
+    trainer.train(tiny_config(tmp_path, train_steps=2, checkpoint_every=1))
+    reads, _ = _start_reads(monkeypatch, tiny_config(tmp_path, train_steps=6, checkpoint_every=1),
+                            whole_run=True)
+    assert reads["losses.json"] == 1, reads
+    losses = json.load(open(os.path.join(tmp_path, "ckpt", "losses.json")))
+    assert sorted(map(int, losses)) == [0, 1, 2, 3, 4, 5], losses  # none yet for ckpt-6

@@ -82,9 +82,10 @@ def test_a_checkpoint_on_the_way_to_a_blow_up_is_not_resumed_from(tmp_path):
     model_dir = str(tmp_path / "run")
     ckpt = os.path.join(model_dir, rundir.CKPT)
     os.makedirs(ckpt)
+    losses = {}
     for step, loss in ((0, 2.3), (100, 1.2), (200, 0.9), (300, 4.5), (400, float("nan"))):
-        checkpoints.record_loss(ckpt, step, loss)
-    losses = checkpoints.read_losses(ckpt)
+        losses = checkpoints.record_loss(ckpt, losses, step, loss)
+    assert rundir.read(model_dir).losses.keys() == losses.keys()
     assert resume.on_the_way_up(200, losses, 10) is None
     assert "above the lowest" in resume.on_the_way_up(300, losses, 10)  # 4.5 > 0.9 + ln 10
     assert "nan" in resume.on_the_way_up(400, losses, 10)
@@ -99,9 +100,9 @@ def test_a_checkpoint_on_the_way_to_a_blow_up_is_not_resumed_from(tmp_path):
     rundir.atomic_write_json(os.path.join(model_dir, rundir.DIVERGED), {"step": 412})
     order, diverged = resume.resume_order(rundir.read(model_dir), 10)
     assert diverged["step"] == 412 and order[0][1] is not None and order[1] == (200, None)
-    assert checkpoints.delete_after(ckpt, 200, rundir.steps_on_disk(ckpt),
-                                    checkpoints.read_losses(ckpt)) == [300]
-    assert rundir.steps_on_disk(ckpt) == [200, 0] and 300 not in checkpoints.read_losses(ckpt)
+    gone, kept = checkpoints.delete_after(ckpt, 200, rundir.steps_on_disk(ckpt), losses)
+    assert gone == [300] and rundir.steps_on_disk(ckpt) == [200, 0]
+    assert rundir.read(model_dir).losses == kept and sorted(kept) == [0, 100, 200]
 
 
 def test_retry_advice_takes_the_least_invasive_remedy_that_survived_in_the_measured_table(

@@ -261,8 +261,8 @@ def test_run_diverging_in_its_first_loop_can_follow_its_retry_advice(tmp_path):
     kw = dict(train_steps=6, learning_rate=1e9, log_every=6, eval_every=6)
     with pytest.raises(TrainingDiverged) as diverged:
         train_lib.train(tiny_config(tmp_path, **kw))
-    from resnet_nobn.train import checkpoints
-    assert not np.isfinite(checkpoints.read_losses(str(tmp_path / "ckpt"))[0])  # blew up at once
+    from resnet_nobn.train import rundir
+    assert not np.isfinite(rundir.read(str(tmp_path)).losses[0])  # blew up at once
     advice = str(diverged.value).splitlines()[-1]
     assert advice.startswith("retry with: ")
     flags = {t[2:].split("=")[0]: float(t.split("=")[1]) for t in advice.split()[2:]}
