@@ -85,30 +85,28 @@ class Results:
         """Keeps the evaluations `keep(step)` is true of."""
         self.history = [h for h in self.history if keep(h["step"])]
 
-    def train_on_from(self, step):
-        """A run that trains on from `step` keeps the evaluations and the training log up to it."""
+    def train_on(self, step, diverged=None, changes=None):
+        """A run that trains on from `step` keeps the evaluations and the training log up to it,
+        and records what its resume does: with `diverged` (diverged.json's record), a rollback
+        to `step` past it ({diverged_at, resumed_from, retry_with}: a later start finds it,
+        rundir.pending); `changes` ({field: [there, here]}), the settings it changes, but those
+        recorded already. Returns the entries of `changes` added ({step, field, from, to})."""
         self.keep_history(lambda s: s <= step)
         self.log.resume(self.found, step)
+        if diverged is not None:
+            self.rollbacks.append(dict(diverged_at=diverged.get("step"), resumed_from=step,
+                                       retry_with=diverged.get("retry_with")))
+        new = [c for c in ({"step": step, "field": k, "from": there, "to": here}
+                           for k, (there, here) in (changes or {}).items())
+               if c not in self.changes]
+        self.changes += new
+        return new
 
     def evaluated(self, step):
         return any(h["step"] == step for h in self.history)
 
     def add_evaluation(self, entry):
         self.history.append(entry)
-
-    def add_rollback(self, diverged, resumed_from):
-        """Records a resume from step `resumed_from` past `diverged` (diverged.json's record):
-        {diverged_at, resumed_from, retry_with}; a later start finds it (rundir.pending)."""
-        self.rollbacks.append(dict(diverged_at=diverged.get("step"), resumed_from=resumed_from,
-                                   retry_with=diverged.get("retry_with")))
-
-    def add_changes(self, step, changes):
-        """Records {field: [there, here]}, the settings a resume at `step` changes, but those
-        recorded already; returns the entries added ({step, field, from, to})."""
-        new = [c for c in ({"step": step, "field": k, "from": there, "to": here}
-                           for k, (there, here) in changes.items()) if c not in self.changes]
-        self.changes += new
-        return new
 
     def write(self, step, images_per_sec, wall_time):
         """Writes results.json (atomically) at `step` and returns it. An --eval_only run that

@@ -223,21 +223,20 @@ class Trainer:
             rundir.set_aside(os.path.join(cfg.model_dir, rundir.RESULTS))  # 1
         if cfg.eval_only:
             return
-        self.results.train_on_from(self.step)
-        changed = []
+        rolled_back, changes = False, {}
         if restored is not None and self.chief:
-            rolled_back = self.plan.action == resume.ROLLBACK
+            rolled_back, changes = self.plan.action == resume.ROLLBACK, self.plan.changes
             if rolled_back:
                 gone = self.checkpoints.delete_after(restored.step, run.steps)  # 2
-                self.results.add_rollback(self.plan.diverged, restored.step)
                 log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "
                     f"ckpt-{restored.step}, taken before the blow-up"
                     + (f" (deleted ckpt-{gone} after it)" if gone else ""), self.chief)
             self.checkpoints.track(restored.step)  # 3
-            changed = self.results.add_changes(self.step, self.plan.changes)
-            if changed or rolled_back:
-                self.write_results(self.results.wall_before,  # 4
-                                   self.results.found.get("images_per_sec"))
+        changed = self.results.train_on(self.step, self.plan.diverged if rolled_back else None,
+                                        changes)
+        if changed or rolled_back:
+            self.write_results(self.results.wall_before,  # 4
+                               self.results.found.get("images_per_sec"))
         if self.chief:
             os.makedirs(cfg.model_dir, exist_ok=True)
             atomic_write_json(os.path.join(cfg.model_dir, rundir.CONFIG), cfg.to_json())  # 5
