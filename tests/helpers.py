@@ -25,6 +25,14 @@ def tiny_config(model_dir, **overrides):
     return TrainConfig(**base)
 
 
+def check_model_dir(cfg):
+    """(the run's recorded settings or None, {field: [there, here]}) of a start of `cfg` on its
+    run directory as it is (resume.decide on rundir.read); UserError where it refuses."""
+    from resnet_nobn.train import resume, rundir
+    plan = resume.decide(rundir.read(cfg.model_dir), cfg)
+    return plan.run_config, plan.changes
+
+
 def run_cli(script, *args, timeout=240):
     """Runs `python run/<script> args`; returns the CompletedProcess."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")

@@ -1,14 +1,13 @@
 """config.json read back: the network's identity (the BN twin) recorded and compared by the one
 resume rule, absent fields read as the default of their time, numbers in another JSON type, and
-float options bounded by float32 (resnet_nobn/config.py, resume.check_model_dir)."""
+float options bounded by float32 (resnet_nobn/config.py, resume.decide)."""
 import json
 
 import pytest
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import resume
-from tests.helpers import run_cli, tiny_config
+from tests.helpers import check_model_dir, run_cli, tiny_config
 
 
 def _write(cfg, edit):
@@ -28,7 +27,7 @@ def test_a_bn_run_directory_from_before_the_twin_was_recorded_is_refused_naming_
     bn = tiny_config(tmp_path, norm="batch", init="he")
     _write(bn, _drop_bn_fields)
     with pytest.raises(UserError) as refused:
-        resume.check_model_dir(bn)
+        check_model_dir(bn)
     message = str(refused.value)
     assert "\n" not in message and "different architecture" in message, message
     assert "bn_epsilon: 1e-05 there, 0.001 here" in message, message
@@ -41,7 +40,7 @@ def test_a_bn_run_directory_from_before_the_twin_was_recorded_is_refused_naming_
     # without BN these fields compute nothing: an old run directory resumes
     plain = tiny_config(tmp_path)
     _write(plain, _drop_bn_fields)
-    assert resume.check_model_dir(plain)[1] == {}
+    assert check_model_dir(plain)[1] == {}
 
 
 def test_a_run_of_the_former_fixup_is_refused_on_resume_and_still_builds(tmp_path):
@@ -54,7 +53,7 @@ def test_a_run_of_the_former_fixup_is_refused_on_resume_and_still_builds(tmp_pat
         d.pop("scalar_lr_factor")
     _write(former, as_written_then)
     with pytest.raises(UserError, match="fixup_reference: False there, True here"):
-        resume.check_model_dir(former)
+        check_model_dir(former)
     old = TrainConfig.from_json(json.loads((tmp_path / "config.json").read_text()))
     assert (old.model.fixup_reference, old.scalar_lr_factor) == (False, 1.0)
     from resnet_nobn.model.network import build_model
@@ -66,12 +65,12 @@ def test_a_run_of_the_former_fixup_is_refused_on_resume_and_still_builds(tmp_pat
 def test_a_field_absent_from_an_old_config_means_the_default_of_its_time(tmp_path):
     cfg = tiny_config(tmp_path)
     _write(cfg, lambda d: d.pop("max_branch_norm"))  # before --max_branch_norm: no bound
-    assert resume.check_model_dir(cfg)[1] == {}
+    assert check_model_dir(cfg)[1] == {}
     with pytest.raises(UserError, match=r"max_branch_norm: 0\.0 there, 0\.5 here"):
-        resume.check_model_dir(tiny_config(tmp_path, max_branch_norm=0.5))
+        check_model_dir(tiny_config(tmp_path, max_branch_norm=0.5))
     _write(cfg, lambda d: d.pop("crop_padding"))  # before the fork's 36x36 crop: 40x40
     with pytest.raises(UserError, match="crop_padding: 4 there, 2 here"):
-        resume.check_model_dir(cfg)
+        check_model_dir(cfg)
 
 
 def test_numbers_written_in_another_json_type_are_read_as_the_same_number(tmp_path):
@@ -82,7 +81,7 @@ def test_numbers_written_in_another_json_type_are_read_as_the_same_number(tmp_pa
         d["learning_rate"] = "0.01"
         d["batch_size"] = 8.0
     _write(cfg, retyped)
-    assert resume.check_model_dir(cfg)[1] == {}
+    assert check_model_dir(cfg)[1] == {}
     read = TrainConfig.from_json(json.loads((tmp_path / "config.json").read_text()))
     assert read.to_json() == cfg.to_json() and all(type(w) is int for w in read.model.widths)
     from resnet_nobn.model import network as model_lib
@@ -91,10 +90,10 @@ def test_numbers_written_in_another_json_type_are_read_as_the_same_number(tmp_pa
     _write(cfg, lambda d: d.update(use_synthetic_data="True"))
     with pytest.raises(UserError, match=r"use_synthetic_data: True \(str\) there, True \(bool\) "
                                         "here"):
-        resume.check_model_dir(cfg)
+        check_model_dir(cfg)
     _write(cfg, lambda d: d["model"].update(widths=[8.5, 16, 32]))
     with pytest.raises(UserError, match="widths: 8.5,16,32 there, 8,16,32 here"):
-        resume.check_model_dir(cfg)
+        check_model_dir(cfg)
 
 
 def test_a_float_option_beyond_float32_is_refused_in_one_line(tmp_path):

@@ -127,14 +127,6 @@ def _in_results(run):
         config, dict) and isinstance(config.get("model"), dict) else (None, None)
 
 
-def check_model_dir(cfg, run=None):
-    """(the run's recorded settings or None, {field: [there, here]}) of a start of `cfg`: `decide`
-    on `run` (read from cfg.model_dir if None); UserError where it refuses. For a check without
-    a run (the tests); the trainer and main.py decide once themselves."""
-    plan = decide(run or rundir.read(cfg.model_dir), cfg)
-    return plan.run_config, plan.changes
-
-
 def resume_order(run: rundir.RunDir, num_classes):
     """(the restore order, the pending divergence or None) of the run directory `run`."""
     diverged = rundir.pending(run.diverged, run.results)

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import ROOT, run_cli
+from helpers import ROOT, check_model_dir, run_cli
 from resnet_nobn.errors import UserError
 from resnet_nobn.study import launcher, report
 
@@ -255,13 +255,13 @@ def test_a_run_killed_while_saving_its_first_checkpoint_resumes_with_the_same_co
                                        dict(clip_norm=0.5, agc=0.16, warmup_steps=3),
                                        dict(norm="batch", init="he"), dict(init="fixup")])
 def test_the_resume_rule_and_the_advice_reader_agree_on_every_retry_advice(tmp_path, overrides):
-    """What check_model_dir lets a diverged run's resume change (resnet_nobn/train/resume.py) is
+    """What resume.decide lets a diverged run's resume change (resnet_nobn/train/resume.py) is
     what the study and the report read back from results.json as the advice it followed (advice.py),
     for whatever advice the trainer gives (recipes.retry_remedy)."""
     import dataclasses
     from resnet_nobn import recipes
     from resnet_nobn.study import advice
-    from resnet_nobn.train import resume, rundir
+    from resnet_nobn.train import rundir
     from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
     from helpers import tiny_config
     cfg = tiny_config(tmp_path / "run", train_steps=4, **overrides)
@@ -273,7 +273,7 @@ def test_the_resume_rule_and_the_advice_reader_agree_on_every_retry_advice(tmp_p
     assert advised
     retried = dataclasses.replace(cfg, train_steps=8, **{
         k: type(getattr(cfg, k))(float(v)) for k, v in advised.items()})
-    _, changes = resume.check_model_dir(retried)  # accepted: the advice and a longer run
+    _, changes = check_model_dir(retried)  # accepted: the advice and a longer run
     results = dict(resume_changes=[dict(step=3, field=k, **{"from": there, "to": here})
                                    for k, (there, here) in changes.items()])  # as train.py writes
     followed = dict(f[2:].split("=", 1) for f in advice.advised_flags(results))
@@ -286,11 +286,11 @@ def test_the_resume_rule_and_the_advice_reader_agree_on_every_retry_advice(tmp_p
     other = dataclasses.replace(retried, **{k: 2 * getattr(retried, k) + 1 for k in new})
     with pytest.raises(UserError, match="only the advised " + " ".join(
             rundir.retry_flags(cfg.model_dir)).replace("+", r"\+") + " may change"):
-        resume.check_model_dir(other)
+        check_model_dir(other)
 
 
 def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
-    from resnet_nobn.train import resume, rundir
+    from resnet_nobn.train import rundir
     from helpers import tiny_config
     cfg = tiny_config(tmp_path / "run", train_steps=4)
     os.makedirs(cfg.model_dir)
@@ -299,7 +299,7 @@ def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
               open(os.path.join(cfg.model_dir, "diverged.json"), "w"))
     assert rundir.retry_flags(cfg.model_dir) == []
     with pytest.raises(UserError, match=r"learning_rate: 0.01 there, 0.02 here\); re-run"):
-        resume.check_model_dir(tiny_config(tmp_path / "run", train_steps=4, learning_rate=0.02))
+        check_model_dir(tiny_config(tmp_path / "run", train_steps=4, learning_rate=0.02))
 
 
 _KILLED_BEFORE_CLEARING = """

@@ -11,7 +11,7 @@ from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.train import trainer as train_lib
 from resnet_nobn.train.steps import learning_rate
 from resnet_nobn.train.trainer import Trainer
-from tests.helpers import tiny_config
+from tests.helpers import check_model_dir, tiny_config
 
 
 def _weights(trainer):
@@ -213,7 +213,7 @@ FIXED_WITH_THE_DATA = ("standardize", "class_names", "mixup")
 
 def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
     import dataclasses
-    from resnet_nobn.train import resume, rundir
+    from resnet_nobn.train import rundir
     from resnet_nobn.config import SCIENTIFIC_FIELDS, TrainConfig
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"model", "eval_only"}
     assert set(REFUSED_ON_RESUME) | set(ALLOWED_ON_RESUME) | set(FIXED_WITH_THE_DATA) == fields
@@ -223,11 +223,11 @@ def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
     rundir.atomic_write_json(str(tmp_path / "config.json"), cfg.to_json())
     for name, value in REFUSED_ON_RESUME.items():
         with pytest.raises(UserError, match=f"{name}: "):
-            resume.check_model_dir(dataclasses.replace(cfg, **{name: value}))
+            check_model_dir(dataclasses.replace(cfg, **{name: value}))
     for name, value in ALLOWED_ON_RESUME.items():
         if name == "model_dir":
             continue
-        _, changes = resume.check_model_dir(dataclasses.replace(cfg, **{name: value}))
+        _, changes = check_model_dir(dataclasses.replace(cfg, **{name: value}))
         assert changes == {name: [json.loads(json.dumps(getattr(cfg, name))), value]}
 
 
