@@ -64,7 +64,7 @@ def go_on_as_recorded(inp, results):
     used = getattr(inp, "standardization", None)
     if used is None or used.mode != standardization.DATASET:
         return None
-    was = standardization.recorded(results)
+    was = standardization.from_results(results)
     if was is None or was == used:
         return None
     inp.standardization = was

@@ -71,7 +71,7 @@ def of_batches(batches):
     return Standardization(DATASET, mean, std)
 
 
-def recorded(results):
+def from_results(results):
     """The DATASET standardisation results.json (`results`, a dict) records, or None."""
     rec = (results or {}).get(RECORD)
     if not isinstance(rec, dict) or rec.get("mode") != DATASET:

@@ -4,7 +4,7 @@ described in the model card). The preprocessing ends with the run's own standard
 (`run_standardization`: per-image, or the training split's mean and std the run recorded).
 """
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.data.standardization import DATASET, Standardization, recorded
+from resnet_nobn.data.standardization import DATASET, Standardization, from_results
 from resnet_nobn.datasets import DATASETS
 
 TOP_K = 5
@@ -17,7 +17,7 @@ def run_standardization(cfg: TrainConfig, results):
     if cfg.standardize != "dataset":
         return Standardization()
     from resnet_nobn.data import inputs
-    return recorded(results) or inputs.make_input(cfg).standardization
+    return from_results(results) or inputs.make_input(cfg).standardization
 
 
 def input_spec(cfg: TrainConfig, standardize=Standardization()):

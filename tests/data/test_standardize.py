@@ -33,7 +33,7 @@ def test_dataset_moments_are_numpys_over_the_padded_3_channel_images_in_any_chun
     x = tf.constant(images[:2])
     want = (padded[:2] - padded.mean(axis=(0, 1, 2))) / padded.std(axis=(0, 1, 2))
     np.testing.assert_allclose(got(cifar.to_network(x, FMNIST)).numpy(), want, atol=1e-5)
-    assert standardization.recorded({"standardization": got.record()}) == got  # JSON round trip
+    assert standardization.from_results({"standardization": got.record()}) == got  # JSON round trip
 
 
 def test_per_image_is_the_forks_and_both_apply_to_training_and_test_images():
@@ -88,7 +88,7 @@ def test_a_run_records_its_values_resumes_with_them_and_its_export_serves_them(f
                       standardize="dataset", train_steps=2, eval_every=2)
     results = Trainer(cfg).run()
     want = cifar.dataset_standardization(train, FMNIST)
-    assert standardization.recorded(results) == want
+    assert standardization.from_results(results) == want
     assert json.loads((run / "config.json").read_text())["standardize"] == "dataset"
     # a resume goes on with the recorded values, even where the data would now give others
     edited = dict(results, standardization=dict(want.record(), mean=[10.0, 20.0, 30.0]))
