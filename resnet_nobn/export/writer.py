@@ -144,7 +144,8 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
     from resnet_nobn.train import checkpoints, steps
     model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
     ckpt_dir = os.path.join(model_dir, rundir.CKPT)
-    order, diverged = resume.resume_order(rundir.read(model_dir), cfg.model.num_classes)
+    run = rundir.read(model_dir, ask_lock=False)  # whether a run trains there is not asked
+    order, diverged = resume.resume_order(run, cfg.model.num_classes)
     try:
         restored = checkpoints.restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
                                               model.weights, ckpt_dir, order, checkpoint)

@@ -30,12 +30,11 @@ def record_loss(ckpt_dir, losses, step, loss):
     (none is on disk), and writes ckpt/losses.json whole; returns the new record."""
     losses = {s: l for s, l in losses.items() if s < step}
     losses[step] = loss
-    write_losses(ckpt_dir, losses)
+    _write_losses(ckpt_dir, losses)
     return losses
 
 
-def write_losses(ckpt_dir, losses):
-    """Writes ckpt/losses.json (atomically) from {step: loss}."""
+def _write_losses(ckpt_dir, losses):
     atomic_write_json(os.path.join(ckpt_dir, LOSSES), {str(s): losses[s] for s in sorted(losses)})
 
 
@@ -64,7 +63,7 @@ def delete_after(ckpt_dir, step, steps, losses):
             os.remove(path)
     kept = {s: l for s, l in losses.items() if s <= step}
     if gone:
-        write_losses(ckpt_dir, kept)
+        _write_losses(ckpt_dir, kept)
     return gone, kept
 
 

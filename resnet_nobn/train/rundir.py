@@ -215,8 +215,7 @@ def locked(model_dir):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-            raise InUse(holder) from None
+            raise InUse(_holder_line(fd)) from None
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since "
@@ -240,8 +239,13 @@ def holder(model_dir):
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
-            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            return _holder_line(fd)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
+
+
+def _holder_line(fd):
+    """What the lock file `fd` says of its holder ('pid N on host H since ...')."""
+    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
