@@ -197,10 +197,7 @@ def test_the_measured_runs_length_is_recorded_and_one(tmp_path):
     """The advice says how long its measured runs trained (measured_remedies.json `steps`); runs
     of another length are refused into the file, which is left as it was."""
     import shutil
-    import sys
     from resnet_nobn import recipes
-    from tests.helpers import ROOT
-    sys.path.insert(0, ROOT)
     from bench import remedies
     path = str(tmp_path / "measured.json")
     shutil.copy(recipes.MEASURED_FILE, path)
