@@ -42,10 +42,11 @@ def _pct(x):
 
 
 def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, export_dir,
-               model_dir, num_params, chosen=False, standardize=None):
+               model_dir, num_params, chosen=False, standardize=None, diverged=False):
     """The Markdown model card of an export; `chosen`: its checkpoint was asked for;
     `standardize`: the run's standardisation (serving.py `run_standardization`; None: the
-    per-image one), which the card states with its mean and std."""
+    per-image one), which the card states with its mean and std; `diverged`: the run has a
+    divergence it has not resumed past (rundir.pending), so its checkpoint is the rollback's."""
     import keras
     import tensorflow as tf
 
@@ -144,7 +145,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         + (f"chosen with `--checkpoint`{f'; {note}' if note else ''}." if chosen or note else
            "the newest that restores with finite weights"
            + (" (the one a re-run resumes from after a divergence)"
-              if rundir.pending_divergence(model_dir) else "")
+              if diverged else "")
            + (f"; skipped: {'; '.join(skipped)}." if skipped else "."))
         + (f" The run rolled back after a divergence {len(rollbacks)} time(s) (results.json "
            "`rollbacks`)." if rollbacks else ""),

@@ -13,10 +13,11 @@ the export is read).
 Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes by
 (resnet_nobn/train/resume.py: after a divergence, the newest taken before the blow-up), or the
 one asked for. Checkpoints from any number of replicas or workers restore alike. The run directory
-is only read, and an export is never written into, over or around it (`check_paths`, before
-TensorFlow loads). `--overwrite` replaces only an earlier export holding nothing but what an export
-writes (`check_replaceable`). The rename that puts an export in place never replaces a directory
-that is not empty: of two exports into one new directory at once, one is refused.
+is read once (rundir.read) and only read; an export is never written into, over or around it
+(`check_paths`, before TensorFlow loads). `--overwrite` replaces only an earlier export holding
+nothing but what an export writes (`check_replaceable`). The rename that puts an export in place
+never replaces a directory that is not empty: of two exports into one new directory at once, one
+is refused.
 """
 import errno
 import json
@@ -38,14 +39,14 @@ from resnet_nobn.train import resume, rundir
 # what is exported, checked before TensorFlow loads
 
 
-def _config(model_dir):
-    path = os.path.join(model_dir, rundir.CONFIG)
-    if not os.path.exists(path):
-        raise UserError(f"{model_dir} holds no config.json: not the --model_dir of a training "
+def _config(run):
+    """The TrainConfig config.json of the RunDir `run` records; UserError where it has none."""
+    path = os.path.join(run.model_dir, rundir.CONFIG)
+    if run.config is None and not run.config_unreadable:
+        raise UserError(f"{run.model_dir} holds no config.json: not the --model_dir of a training "
                         "run (or the run never started); give the --model_dir you trained with")
-    raw = read_json(path)
     try:
-        return TrainConfig.from_json(raw)
+        return TrainConfig.from_json(run.config)
     except (TypeError, ValueError, AttributeError) as e:
         raise UserError(f"{path} is unreadable or not a run configuration ({e}); give the "
                         "--model_dir of a training run") from None
@@ -54,6 +55,12 @@ def _config(model_dir):
 def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
     """The run's TrainConfig; UserError (one line, nothing written) for a model_dir that is not a
     trained run, a --checkpoint it does not hold, or an export_dir that cannot be written."""
+    return _checked(model_dir, export_dir, checkpoint, overwrite)[0]
+
+
+def _checked(model_dir, export_dir, checkpoint, overwrite):
+    """(cfg, run) of `check_paths`: the run's TrainConfig and its directory read once
+    (rundir.RunDir), which the export then restores and describes from."""
     if not (model_dir or "").strip():
         raise UserError("--model_dir is empty; give the directory of a training run")
     for path, flag in ((model_dir, "--model_dir"), (export_dir, "--export_dir")):
@@ -62,9 +69,9 @@ def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
     if not os.path.isdir(model_dir):
         what = "is a file" if os.path.exists(model_dir) else "does not exist"
         raise UserError(f"--model_dir={model_dir} {what}; give the directory of a training run")
-    cfg = _config(model_dir)
-    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
-    on_disk = rundir.steps_on_disk(ckpt_dir)
+    run = rundir.read(model_dir, ask_lock=False)  # whether a run trains there is not asked
+    cfg = _config(run)
+    ckpt_dir, on_disk = run.ckpt_dir, run.steps
     if not on_disk:
         raise UserError(f"no checkpoint in {ckpt_dir}: nothing to export; train first")
     if checkpoint is not None and checkpoint not in on_disk:
@@ -76,10 +83,10 @@ def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
         raise UserError(f"--export_dir={export_dir} contains [, ], * or ?, which TensorFlow reads "
                         "as a glob pattern (the SavedModel could not be loaded from there); use a "
                         "path without them")
-    run, out = os.path.realpath(model_dir), os.path.realpath(export_dir)
-    where = ("is the run directory" if out == run else
-             "contains the run directory" if run.startswith(out.rstrip(os.sep) + os.sep) else
-             "is inside the run directory" if out.startswith(run + os.sep) else None)
+    inside, out = os.path.realpath(model_dir), os.path.realpath(export_dir)
+    where = ("is the run directory" if out == inside else
+             "contains the run directory" if inside.startswith(out.rstrip(os.sep) + os.sep) else
+             "is inside the run directory" if out.startswith(inside + os.sep) else None)
     if where:
         raise UserError(f"--export_dir={export_dir} {where} --model_dir={model_dir}; give a "
                         "directory outside the run (nothing was written or deleted)")
@@ -92,7 +99,7 @@ def check_paths(model_dir, export_dir, checkpoint=None, overwrite=False):
                                 "--overwrite to replace an earlier export, or give a new directory")
             check_replaceable(export_dir)
     _check_writable(export_dir)
-    return cfg
+    return cfg, run
 
 
 def check_replaceable(export_dir):
@@ -131,20 +138,20 @@ def _check_writable(export_dir):
 # the checkpoint
 
 
-def restore(cfg: TrainConfig, model_dir, checkpoint=None):
+def restore(cfg: TrainConfig, run, checkpoint=None):
     """(model, step, skipped, note): the Keras model of `cfg` with the weights of the newest
     checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
     ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
     re-run would not resume from an explicitly chosen one (or is None). The model is built as
     the trainer builds it, and the checkpoint chosen by resnet_nobn/train/resume.py's rule.
     The initialisation (ckpt-0: nothing trained, e.g. of a run that diverged in its first loop)
-    only when asked for with `checkpoint=0`: else UserError."""
+    only when asked for with `checkpoint=0`: else UserError. `run`: the run directory as
+    `rundir.read` found it."""
     import tensorflow as tf
 
     from resnet_nobn.train import checkpoints, steps
     model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
-    ckpt_dir = os.path.join(model_dir, rundir.CKPT)
-    run = rundir.read(model_dir, ask_lock=False)  # whether a run trains there is not asked
+    ckpt_dir = run.ckpt_dir
     order, diverged = resume.resume_order(run, cfg.model.num_classes)
     try:
         restored = checkpoints.restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
@@ -161,9 +168,9 @@ def restore(cfg: TrainConfig, model_dir, checkpoint=None):
         why = (f"the run diverged at step {diverged.get('step')} before any later checkpoint: "
                f"continue it with its advice (retry with: {diverged.get('retry_with')})"
                if diverged else "the run has not saved a later one: train it on")
-        raise UserError(f"the only checkpoint of {model_dir} to export is ckpt-0, the network's "
-                        f"initialisation, with nothing trained ({why}); give --checkpoint=0 to "
-                        "export the initial weights all the same")
+        raise UserError(f"the only checkpoint of {run.model_dir} to export is ckpt-0, the "
+                        f"network's initialisation, with nothing trained ({why}); give "
+                        "--checkpoint=0 to export the initial weights all the same")
     return model, restored.step, restored.skipped, restored.note
 
 
@@ -203,12 +210,12 @@ def label_names(cfg: TrainConfig):
 # the export
 
 
-def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
+def _write(tmp, model, cfg, step, skipped, note, run, export_dir, chosen):
     import keras
 
     from resnet_nobn.model.network import count_params
     names, names_from = label_names(cfg)
-    results = read_json(os.path.join(model_dir, rundir.RESULTS)) or {}
+    results = run.results or {}
     standardize = run_standardization(cfg, results)
     serving_archive(model, cfg, standardize).write_out(os.path.join(tmp, SAVED_MODEL),
                                                        verbose=False)
@@ -219,15 +226,16 @@ def _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, chosen):
     meta = dict(dataset=cfg.dataset, image_size=info.stored[0] if info.pixels else
                 cfg.model.image_size, num_classes=cfg.model.num_classes,
                 input="pixels" if info.pixels else "encoded", step=step,
-                checkpoint=f"ckpt-{step}", model_dir=os.path.abspath(model_dir),
+                checkpoint=f"ckpt-{step}", model_dir=os.path.abspath(run.model_dir),
                 keras_version=keras.__version__,
                 **({"data_mismatch": results["data_mismatch"]}  # another dataset's images
                    if results.get("data_mismatch") else {}))
     meta["digest"] = digest(tmp, meta)
     with open(os.path.join(tmp, META), "w") as f:
         json.dump(meta, f, indent=2)
-    card = model_card(cfg, step, skipped, note, results, names_from, export_dir, model_dir,
-                      count_params(model.trainable_variables), chosen, standardize)
+    card = model_card(cfg, step, skipped, note, results, names_from, export_dir, run.model_dir,
+                      count_params(model.trainable_variables), chosen, standardize,
+                      rundir.pending(run.diverged, run.results) is not None)
     with open(os.path.join(tmp, CARD), "w") as f:
         f.write(card)
 
@@ -263,8 +271,8 @@ def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
     """Exports a run (see the module docstring); returns the exported step. UserError for bad
     input or a failed write, after which export_dir is as it was."""
     import tensorflow as tf
-    cfg = check_paths(model_dir, export_dir, checkpoint, overwrite)
-    model, step, skipped, note = restore(cfg, model_dir, checkpoint)
+    cfg, run = _checked(model_dir, export_dir, checkpoint, overwrite)
+    model, step, skipped, note = restore(cfg, run, checkpoint)
     if skipped:
         log(f"skipped {', '.join(skipped)}")
     log(f"exporting ckpt-{step} (step {step}) of {model_dir}" + (f"; note: {note}" if note else ""))
@@ -281,7 +289,7 @@ def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would make it, not mkdtemp's 0700
-        _write(tmp, model, cfg, step, skipped, note, model_dir, export_dir, checkpoint is not None)
+        _write(tmp, model, cfg, step, skipped, note, run, export_dir, checkpoint is not None)
         old = _put_in_place(tmp, export_dir, overwrite, parent)
         tmp = None
     except (OSError, tf.errors.OpError) as e:
