@@ -1,4 +1,6 @@
 """Small configurations and helpers shared by the training tests."""
+import builtins
+import collections
 import dataclasses
 import glob
 import os
@@ -31,6 +33,22 @@ def check_model_dir(cfg):
     from resnet_nobn.train import resume, rundir
     plan = resume.decide(rundir.read(cfg.model_dir), cfg)
     return plan.run_config, plan.changes
+
+
+def count_reads(monkeypatch, under=None):
+    """{file name: times opened for reading}, counted from now until monkeypatch.undo(), of the
+    files directly in the directories `under` (None: every file)."""
+    reads, real_open = collections.Counter(), builtins.open
+    under = None if under is None else {os.path.abspath(d) for d in under}
+
+    def counting_open(path, mode="r", *a, **k):
+        if ("r" in mode and isinstance(path, (str, os.PathLike))
+                and (under is None or os.path.dirname(os.path.abspath(path)) in under)):
+            reads[os.path.basename(os.fspath(path))] += 1
+        return real_open(path, mode, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    return reads
 
 
 def run_cli(script, *args, timeout=240):

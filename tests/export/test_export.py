@@ -1,8 +1,6 @@
 """Export and prediction: a run's checkpoint becomes a SavedModel that serves raw images with the
 run's evaluation preprocessing, a .keras model and a model card (resnet_nobn/export/writer.py,
 run/export.py, run/predict.py)."""
-import builtins
-import collections
 import dataclasses
 import json
 import os
@@ -22,7 +20,7 @@ from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.train.trainer import Trainer
-from tests.helpers import ROOT, run_cli, tiny_config
+from tests.helpers import ROOT, count_reads, run_cli, tiny_config
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -276,22 +274,6 @@ def test_newest_finite_checkpoint_is_exported_and_named(tmp_path, tiny_run):
     assert not (tmp_path / "c").exists()
 
 
-def _reads(monkeypatch, model_dir):
-    """{file name: times opened for reading} of the files in `model_dir` and its ckpt/, counted
-    from now until monkeypatch.undo()."""
-    reads, real_open = collections.Counter(), builtins.open
-    inside = {os.path.abspath(model_dir), os.path.abspath(os.path.join(model_dir, "ckpt"))}
-
-    def counting_open(path, mode="r", *a, **k):
-        if ("r" in mode and isinstance(path, (str, os.PathLike))
-                and os.path.dirname(os.path.abspath(path)) in inside):
-            reads[os.path.basename(os.fspath(path))] += 1
-        return real_open(path, mode, *a, **k)
-
-    monkeypatch.setattr(builtins, "open", counting_open)
-    return reads
-
-
 def test_after_a_divergence_the_rollbacks_checkpoint_is_exported(tmp_path, tiny_run,
                                                                   monkeypatch):
     """... reading the run directory once: the checkpoint chosen, the evaluation and the
@@ -308,7 +290,7 @@ def test_after_a_divergence_the_rollbacks_checkpoint_is_exported(tmp_path, tiny_
                                   eval_every=2))
     resumed.checkpoints.restore()
     assert 0 < resumed.step < 4  # the newest checkpoint is on the way to the blow-up
-    reads = _reads(monkeypatch, run_dir)
+    reads = count_reads(monkeypatch, [run_dir, run_dir / "ckpt"])
     assert writer.export(str(run_dir), str(tmp_path / "exp"), log=lambda _: None) == resumed.step
     monkeypatch.undo()
     for name in ("config.json", "results.json", "diverged.json", "losses.json"):

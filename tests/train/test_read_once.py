@@ -2,8 +2,6 @@
 results.json and diverged.json each opened once, ckpt/ globbed once, a resume past a divergence
 included; what the trainer writes after is written, not read back (ckpt/losses.json, held for
 the whole run, included)."""
-import builtins
-import collections
 import glob
 import json
 import os
@@ -12,7 +10,7 @@ import pytest
 
 from resnet_nobn.errors import TrainingDiverged
 from resnet_nobn.train import trainer
-from tests.helpers import tiny_config
+from tests.helpers import count_reads, tiny_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -20,13 +18,7 @@ pytestmark = pytest.mark.timeout(300)
 def _start_reads(monkeypatch, cfg, whole_run=False):
     """{file name: times opened for reading} and the globs of ckpt/, from the start of `cfg`'s
     run until its first training loop (the start's reads, not the loop's), or to its end."""
-    reads, globs = collections.Counter(), []
-    real_open, real_glob = builtins.open, glob.glob
-
-    def counting_open(path, mode="r", *a, **k):
-        if "r" in mode and isinstance(path, (str, os.PathLike)):
-            reads[os.path.basename(os.fspath(path))] += 1
-        return real_open(path, mode, *a, **k)
+    globs, real_glob = [], glob.glob
 
     def counting_glob(pattern, *a, **k):
         if os.path.join(os.path.abspath(cfg.model_dir), "ckpt") in os.path.abspath(pattern):
@@ -39,7 +31,7 @@ def _start_reads(monkeypatch, cfg, whole_run=False):
     def first_loop(self, iterator, n):
         raise Started
 
-    monkeypatch.setattr(builtins, "open", counting_open)
+    reads = count_reads(monkeypatch)
     monkeypatch.setattr(glob, "glob", counting_glob)
     if whole_run:
         trainer.train(cfg)
