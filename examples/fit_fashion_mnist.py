@@ -42,6 +42,8 @@ def main():
     parser.add_argument("--test_size", type=int, default=10000)
     parser.add_argument("--save", default="fashion_mnist.keras", help="where the model is saved")
     args = parser.parse_args()
+    if args.steps < 3:  # the rate's two drops need two distinct steps after the first
+        parser.error(f"--steps={args.steps}: give at least 3 (the rate drops at 50% and 83% of them)")
     if not args.synthetic and not args.data_dir:
         parser.error("give --data_dir (run/prepare_data.py --dataset=fashion_mnist) or --synthetic")
 

@@ -20,7 +20,7 @@ model.keras loads with the project's Keras classes given by name:
     model = keras.saving.load_model("EXPORT_DIR/model.keras",
                                     custom_objects=resnet_nobn.custom_objects())
 """
-import importlib
+import importlib as _importlib
 
 # name -> (module, attribute; None: the module itself), imported when the name is first used
 _PUBLIC = {
@@ -41,7 +41,7 @@ def __getattr__(name):
     if name not in _PUBLIC:
         raise AttributeError(f"module 'resnet_nobn' has no attribute {name!r}")
     module, attribute = _PUBLIC[name]
-    value = importlib.import_module(module)
+    value = _importlib.import_module(module)
     value = value if attribute is None else getattr(value, attribute)
     globals()[name] = value
     return value

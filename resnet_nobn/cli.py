@@ -21,6 +21,7 @@ from absl import flags
 
 from resnet_nobn import image_folder
 from resnet_nobn.config import ModelConfig, TrainConfig, options, resolve_init
+from resnet_nobn.console import printable
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError
 from resnet_nobn.options import flag_words
@@ -53,7 +54,11 @@ def parse_blocks(text, num_stages):
     """--blocks_per_stage text as the tuple of blocks per stage, the one parser of it: '3' ->
     (3,) * num_stages (one number for every stage); '3,4,6,3', '3-4-6-3' or '3:4:6:3' -> (3, 4,
     6, 3). ValueError for an entry that is not an integer; counts and bounds are the caller's."""
-    blocks = tuple(int(p) for p in re.split(r",|:|(?<=\d)-(?=\d)", text) if p.strip())
+    try:
+        blocks = tuple(int(p) for p in re.split(r",|:|(?<=\d)-(?=\d)", text) if p.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not one number of blocks for every stage (e.g. 3) nor one "
+                         "per stage (e.g. 3-4-6)") from None
     return blocks * num_stages if len(blocks) == 1 else blocks
 
 
@@ -149,7 +154,8 @@ def start(entry_main, takes_arguments=False):
 
 
 def _refuse(problem):
-    print(f"error: {problem} (--helpfull lists every flag)", file=sys.stderr, flush=True)
+    print(f"error: {printable(problem)} (--helpfull lists every flag)", file=sys.stderr,
+          flush=True)
     sys.exit(2)
 
 
@@ -214,14 +220,19 @@ def parse_flags(argv, takes_arguments=False):
 
 def main_wrapper(run, interrupted="interrupted; re-run the same command to resume from the last "
                  "checkpoint"):
-    """Runs `run()`; a UserError becomes one line on stderr and exit status 2, Ctrl-C the line
-    `interrupted` and exit 130."""
+    """Runs `run()`; a UserError becomes its line on stderr (control characters escaped) and exit
+    status 2, Ctrl-C the line `interrupted` and exit 130, a reader of stdout gone (`| head`) a
+    quiet exit 141, as of a program the shell's SIGPIPE ended."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the entry point's start-up handler
     try:
         run()
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
+        lines = str(e).split("\n")  # a divergence's second line: its `retry with:` advice
+        print("error: " + "\n".join(map(printable, lines)), file=sys.stderr, flush=True)
         sys.exit(2)
+    except BrokenPipeError:  # the reader has what it wanted; nothing more to say, nor at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(128 + signal.SIGPIPE)
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr, flush=True)
         sys.exit(130)

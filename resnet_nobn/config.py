@@ -24,6 +24,7 @@ NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
 HEADS = ("random", "trained")
 PRECISIONS = ("float32", "float16", "bfloat16")
+SEED_MAX = 2**32 - 1  # numpy's seeds (the head's projection; --deterministic seeds numpy too)
 
 
 INTS = (lambda v: len(v) > 0 and all(x > 0 for x in v),
@@ -66,7 +67,9 @@ class ModelConfig:
                        flag_choices=("auto",) + HEADS, flag_default="auto")
     head_seed: int | None = option(None, "Seed of the random-projection head; default: --seed, "
                                    "so each seed of a study draws its own projection (config.json "
-                                   "records the seed used).")
+                                   "records the seed used).",
+                                   check=(lambda v: v is None or 0 <= v <= SEED_MAX,
+                                          f"must be in [0, {SEED_MAX}] (numpy's seeds)"))
     logit_gain: bool = option(False, "One trainable scalar g (init 1, not weight-decayed) times "
                               "the pooled features before the head: BN's last scale, without BN.")
     # The BN twin (norm='batch') as in the fork's resnet_model.py: BN epsilon and decay (moving
@@ -189,7 +192,8 @@ class TrainConfig:
                                     "rescaling both kernels and their momentum (Section 2's regime "
                                     "||A_j|| < 1; docs/stability.md). 0: off (the paper).",
                                     lower=0.0)
-    seed: int = option(0, "Seed of the weight init and of the data order/augmentation.")
+    seed: int = option(0, "Seed of the weight init and of the data order/augmentation.",
+                       lower=0, upper=SEED_MAX)
     deterministic: bool = option(False, "TensorFlow's op determinism and the Keras seed (--seed): "
                                  "a run and its resume give the same weights on a GPU too, at "
                                  "some cost in speed.")

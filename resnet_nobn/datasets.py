@@ -101,6 +101,17 @@ def check_classes(name, class_names, num_classes):
         raise ValueError(f"class_names are --dataset=image_folder's; {name} has its own classes")
 
 
+def partial_evaluation(name, examples, global_batch, test_images=None):
+    """Whether an evaluation of `examples` images of dataset `name`'s test split covered only its
+    first `--eval_steps` global batches of `global_batch`, not the whole split: fewer images than
+    the split holds, in whole batches (`test_images`: an image folder's count, results.json's
+    `image_folder` record; a split of unknown size counts whole batches as partial). Told by the
+    evaluation's own count: --eval_only may use another --eval_steps than the run's config."""
+    info = DATASETS.get(name)
+    held = test_images or (info.num_eval if info else None) or examples + 1
+    return examples < held and examples % global_batch == 0
+
+
 def shown(name, synthetic=False, mismatch=None, data_dir=None):
     """How a run's dataset is named wherever it is shown (report, plot, model card): its name, and
     what its data really was where that is not the dataset: `(synthetic)` for random images,

@@ -19,6 +19,7 @@ of --print_commands. `--helpfull` lists the base flags.
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 
+import dataclasses
 import importlib.util
 import os
 import shlex
@@ -54,6 +55,7 @@ TRAIN_FLAGS = sorted(set(flags.FLAGS) - _before)
 from resnet_nobn import cli, console
 from resnet_nobn.errors import UserError, broken_link, first_line, write_failure
 from resnet_nobn.files import read_json
+from resnet_nobn.options import flag_words
 from resnet_nobn.study import advice
 from resnet_nobn.train.rundir import RESULTS
 
@@ -107,6 +109,35 @@ def _choices(values, allowed, flag):
     return values
 
 
+def _integer(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer") from None
+
+
+def _number(text):
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+
+
+def _values(flag, parse, check):
+    """The values of the list flag --`flag`, each read by `parse` and held to the configuration's
+    own bounds by `check` (it builds the base configuration with the value); UserError naming the
+    flag and the value that is not one."""
+    values = []
+    for text in FLAGS[flag].value:
+        try:
+            value = parse(text)
+            check(value)
+        except ValueError as e:  # a ConfigError too: said in the words of the command line
+            raise UserError(f"--{flag}: {flag_words(e)}") from None
+        values.append(value)
+    return values
+
+
 def build_study():
     """(configs, base_args) from the parsed flags."""
     from resnet_nobn.config import HEADS, INITS, NORMS
@@ -123,17 +154,13 @@ def build_study():
     norms = _choices(FLAGS.vary_norm or [FLAGS.norm], NORMS, "vary_norm")
     inits = _choices(FLAGS.vary_init or [FLAGS.init], ("auto",) + INITS, "vary_init")
     heads = _choices(FLAGS.vary_head or [FLAGS.head], ("auto",) + HEADS, "vary_head")
-    try:
-        blocks = ([grid.parse_blocks(b, stages) for b in FLAGS.vary_blocks]
-                  or [base.model.blocks_per_stage])
-        seeds = [int(s) for s in FLAGS.seeds] or [base.seed]
-        leakiness = [float(v) for v in FLAGS.vary_relu_leakiness]
-        rates = [float(v) for v in FLAGS.vary_learning_rate]
-    except ValueError as e:
-        raise UserError(f"--vary_blocks/--seeds/--vary_relu_leakiness/--vary_learning_rate: {e}") from None
-    if any(not 0 <= v < 1 for v in leakiness) or any(not 0 < v < float("inf") for v in rates):
-        raise UserError("--vary_relu_leakiness takes values in [0, 1), --vary_learning_rate "
-                        "positive finite ones")
+    with_model = lambda **v: dataclasses.replace(base, model=dataclasses.replace(base.model, **v))
+    blocks = (_values("vary_blocks", lambda t: grid.parse_blocks(t, stages),
+                      lambda v: with_model(blocks_per_stage=v)) or [base.model.blocks_per_stage])
+    seeds = _values("seeds", _integer, lambda v: dataclasses.replace(base, seed=v)) or [base.seed]
+    leakiness = _values("vary_relu_leakiness", _number, lambda v: with_model(relu_leakiness=v))
+    rates = _values("vary_learning_rate", _number,
+                    lambda v: dataclasses.replace(base, learning_rate=v))
     configs = grid.make_grid(base, os.path.abspath(FLAGS.root), norms, inits, heads, blocks, seeds,
                               leakiness=leakiness, learning_rates=rates)
     if not configs:  # make_grid drops the points that cannot exist: here, all of them

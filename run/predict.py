@@ -33,9 +33,9 @@ def main(argv):
             import tensorflow as tf
         tf.get_logger().setLevel("ERROR")
         for path, note, top in predict.predict(FLAGS.export_dir, files, FLAGS.resize, read):
-            print(f"{predict.printable(path)}{note}")
+            print(f"{console.printable(path)}{note}")
             for rank, (c, name, p) in enumerate(top, 1):
-                print(f"  {rank}. {p:.4f}  {predict.printable(name)} (class {c})")
+                print(f"  {rank}. {p:.4f}  {console.printable(name)} (class {c})")
 
     cli.main_wrapper(run, "interrupted")
 

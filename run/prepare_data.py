@@ -60,6 +60,9 @@ def prepare_dataset():
                         f"{name}'s are JPEG files: use your own")
     if data_dir and os.path.exists(data_dir) and not os.path.isdir(data_dir):
         raise UserError(f"--data_dir={data_dir} is a file, not a directory; give another path")
+    examples = FLAGS.examples_dir
+    if examples is not None and os.path.exists(examples) and not os.path.isdir(examples):
+        raise UserError(f"--examples_dir={examples} is a file, not a directory; give another path")
     with console.quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
         import tensorflow_datasets as tfds

@@ -175,6 +175,8 @@ def test_diverged_run_ends_with_retry_advice_that_trains_when_appended(tmp_path)
     (["--widths=60000,60000,60000"], "lower --widths"),
     (["--batch_size=100000000"], "lower --batch_size"),
     (["--model_dir="], "--model_dir is empty"),
+    (["--seed=-1"], "--seed=-1: -1 is not an integer in the range [0, 4294967295]"),
+    (["--head_seed=4294967296"], "--head_seed must be in [0, 4294967295]"),
 ])
 def test_values_past_the_old_validators_are_refused_before_anything_is_written(tmp_path, args, message):
     proc = run_cli("cifar_train.py", *TINY, f"--model_dir={tmp_path / 'run'}", *args)

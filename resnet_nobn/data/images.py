@@ -65,9 +65,14 @@ def read_file(path, reader="predict"):
 
 def decode_pixels(raw, path, kind, channels=3):
     """The uint8 [height, width, channels] pixels of an image file's bytes `raw` (its first frame);
-    UserError naming `path` if TensorFlow cannot decode it."""
+    UserError naming `path` if TensorFlow cannot decode it. `channels=1`: grey (a grey file's
+    pixels exactly; a colour file's luma, ITU-R 601)."""
     import tensorflow as tf
     try:
+        if channels == 1 and kind not in ("PNG", "JPEG"):  # TensorFlow decodes these in colour only
+            rgb = tf.io.decode_image(raw, channels=3, expand_animations=False)
+            grey = tf.image.rgb_to_grayscale(tf.cast(rgb, tf.float32))
+            return tf.cast(tf.clip_by_value(tf.round(grey), 0, 255), tf.uint8)
         return tf.io.decode_image(raw, channels=channels, expand_animations=False)
     except (tf.errors.InvalidArgumentError, ValueError):
         raise UserError(f"{path} is a damaged {kind} file or one TensorFlow cannot decode"

@@ -22,6 +22,7 @@ from resnet_nobn.console import log
 from resnet_nobn.data import download, fashion_mnist, tfds_dir
 from resnet_nobn.datasets import DATASETS
 from resnet_nobn.errors import UserError, first_line, prepare_data_command
+from resnet_nobn.files import atomic_file
 
 DOWNLOAD_RETRIES = 3  # tfds' retries of a failed download request (its default 10: 204 s offline)
 
@@ -147,18 +148,25 @@ def download_and_prepare(builder):
 
 def write_examples(builder, directory, n=10):
     """Writes the first `n` test images of a prepared dataset of pixel arrays as PNG files named
-    `<index>_<label>.png` into `directory` (made if missing), to try run/predict.py on; returns
-    their paths."""
+    `<index>_<label>.png` into `directory` (made if missing), each whole, to try run/predict.py
+    on; returns their paths. UserError if they cannot be written (the dataset stays prepared)."""
     import tensorflow as tf
     import tensorflow_datasets as tfds
     names = builder.info.features["label"].names
-    os.makedirs(directory, exist_ok=True)
     paths = []
-    for i, (image, label) in enumerate(tfds.as_numpy(
-            builder.as_dataset(split="test", as_supervised=True).take(n))):
-        slug = re.sub(r"[^a-z0-9]+", "-", names[label].lower()).strip("-") or str(label)
-        paths.append(os.path.join(directory, f"{i:02d}_{slug}.png"))
-        tf.io.write_file(paths[-1], tf.io.encode_png(image))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for i, (image, label) in enumerate(tfds.as_numpy(
+                builder.as_dataset(split="test", as_supervised=True).take(n))):
+            slug = re.sub(r"[^a-z0-9]+", "-", names[label].lower()).strip("-") or str(label)
+            paths.append(os.path.join(directory, f"{i:02d}_{slug}.png"))
+            with atomic_file(paths[-1]) as tmp, open(tmp, "wb") as f:
+                f.write(tf.io.encode_png(image).numpy())
+    except OSError as e:
+        where = e.filename or directory
+        raise UserError(f"cannot write the test images to --examples_dir={directory}: "
+                        f"{e.strerror or e} ({where}); the dataset is prepared: give another "
+                        "--examples_dir") from None
     return paths
 
 

@@ -9,7 +9,7 @@ from resnet_nobn import paper, recipes
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options, resolve_head_seed,
                                 resolve_init)
-from resnet_nobn.datasets import DATASETS, shown
+from resnet_nobn.datasets import DATASETS, partial_evaluation, shown
 from resnet_nobn.export.files import KERAS
 from resnet_nobn.export.serving import TOP_K, input_spec
 from resnet_nobn.train import provenance, rundir
@@ -42,11 +42,14 @@ def _pct(x):
 
 
 def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, export_dir,
-               model_dir, num_params, chosen=False, standardize=None, diverged=False):
+               model_dir, num_params, chosen=False, standardize=None, diverged=False,
+               unusable=None):
     """The Markdown model card of an export; `chosen`: its checkpoint was asked for;
     `standardize`: the run's standardisation (serving.py `run_standardization`; None: the
     per-image one), which the card states with its mean and std; `diverged`: the run has a
-    divergence it has not resumed past (rundir.pending), so its checkpoint is the rollback's."""
+    divergence it has not resumed past (rundir.pending), so its checkpoint is the rollback's;
+    `unusable`: why the run's results.json is not a run's (writer.py `unusable_results`), whose
+    place `results` ({}) then takes."""
     import keras
     import tensorflow as tf
 
@@ -86,15 +89,16 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
             f"tfds `{cfg.dataset}` ({info.title})"
             + (f" from `--data_dir={cfg.data_dir}`" if cfg.data_dir else "")
             + (f", **but {mismatch}**" if mismatch else ""))
-    if evaluated is None:
+    if unusable:
+        evaluation = (f"- No error is given for this checkpoint: the run's results.json {unusable}.")
+    elif evaluated is None:
         seen = ", ".join(str(h.get("step")) for h in results.get("history") or []
                          if isinstance(h, dict))
         evaluation = (f"- No evaluation of step {step} is recorded in results.json (evaluated "
                       f"steps: {seen or 'none'}); no error is given for this checkpoint.")
     else:
         n = evaluated.get("eval_examples")
-        # told by the evaluation itself: --eval_only may use another --eval_steps than config.json
-        first = n < (folder.get("test_images") or info.num_eval or n + 1) and n % cfg.batch_size == 0
+        first = partial_evaluation(cfg.dataset, n, cfg.batch_size, folder.get("test_images"))
         whole = "" if cfg.use_synthetic_data else (
             f" (its first {n // cfg.batch_size} batches of {cfg.batch_size}: `--eval_steps`)"
             if first else " (the whole split)")

@@ -23,12 +23,6 @@ ENCODED = ("JPEG", "PNG", "GIF")
 FIELDS = dict(dataset=str, image_size=int, num_classes=int, input=str, step=int, digest=str)
 
 
-def printable(text):
-    r"""`text` with its control and other unprintable characters escaped (\x1b, \u202e): a label
-    name or file name from someone else cannot send escape sequences to the terminal."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
-
-
 def read_export(export_dir):
     """(export.json, label names) of an export; UserError (one line) if export_dir is not one,
     or is not the export it says it is (see the module docstring)."""

@@ -33,6 +33,7 @@ from resnet_nobn.export.model_card import model_card
 from resnet_nobn.export.serving import run_standardization, serving_archive
 from resnet_nobn.files import read_json
 from resnet_nobn.train import resume, rundir
+from resnet_nobn.train.results import problem as results_problem
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,7 +168,10 @@ def restore(cfg: TrainConfig, run, checkpoint=None):
     if restored.step == 0 and checkpoint is None:
         why = (f"the run diverged at step {diverged.get('step')} before any later checkpoint: "
                f"continue it with its advice (retry with: {diverged.get('retry_with')})"
-               if diverged else "the run has not saved a later one: train it on")
+               if diverged else
+               f"the later ones cannot be restored: {', '.join(restored.skipped)}; a re-run "
+               "would train again from ckpt-0" if restored.skipped else
+               "the run has not saved a later one: train it on")
         raise UserError(f"the only checkpoint of {run.model_dir} to export is ckpt-0, the "
                         f"network's initialisation, with nothing trained ({why}); give "
                         "--checkpoint=0 to export the initial weights all the same")
@@ -210,12 +214,21 @@ def label_names(cfg: TrainConfig):
 # the export
 
 
-def _write(tmp, model, cfg, step, skipped, note, run, export_dir, chosen):
+def unusable_results(run):
+    """Why the results.json of the RunDir `run` is there but not a run's (resnet_nobn/train/
+    results.py `problem`), or None: an export then takes nothing from it."""
+    if run.results_unreadable:
+        return "is not a JSON object"
+    why = run.results is not None and results_problem(run.results)
+    return f"is not a run's results ({why})" if why else None
+
+
+def _write(tmp, model, cfg, step, skipped, note, run, export_dir, chosen, unusable=None):
     import keras
 
     from resnet_nobn.model.network import count_params
     names, names_from = label_names(cfg)
-    results = run.results or {}
+    results = {} if unusable else run.results or {}
     standardize = run_standardization(cfg, results)
     serving_archive(model, cfg, standardize).write_out(os.path.join(tmp, SAVED_MODEL),
                                                        verbose=False)
@@ -235,7 +248,7 @@ def _write(tmp, model, cfg, step, skipped, note, run, export_dir, chosen):
         json.dump(meta, f, indent=2)
     card = model_card(cfg, step, skipped, note, results, names_from, export_dir, run.model_dir,
                       count_params(model.trainable_variables), chosen, standardize,
-                      rundir.pending(run.diverged, run.results) is not None)
+                      rundir.pending(run.diverged, run.results) is not None, unusable)
     with open(os.path.join(tmp, CARD), "w") as f:
         f.write(card)
 
@@ -272,6 +285,10 @@ def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
     input or a failed write, after which export_dir is as it was."""
     import tensorflow as tf
     cfg, run = _checked(model_dir, export_dir, checkpoint, overwrite)
+    unusable = unusable_results(run)
+    if unusable:
+        log(f"warning: {os.path.join(model_dir, rundir.RESULTS)} {unusable}: the model card gives "
+            "no error nor anything else from it")
     model, step, skipped, note = restore(cfg, run, checkpoint)
     if skipped:
         log(f"skipped {', '.join(skipped)}")
@@ -289,7 +306,8 @@ def export(model_dir, export_dir, checkpoint=None, overwrite=False, log=print):
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would make it, not mkdtemp's 0700
-        _write(tmp, model, cfg, step, skipped, note, run, export_dir, checkpoint is not None)
+        _write(tmp, model, cfg, step, skipped, note, run, export_dir, checkpoint is not None,
+               unusable)
         old = _put_in_place(tmp, export_dir, overwrite, parent)
         tmp = None
     except (OSError, tf.errors.OpError) as e:

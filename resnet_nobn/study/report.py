@@ -21,6 +21,7 @@ from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.study.stats import mean_interval, twin_key, twin_table
 from resnet_nobn.files import atomic_file, atomic_write_text, read_json
+from resnet_nobn.train.results import is_run_config, problem as results_problem
 from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, copied_from_another_run,
                                       holder, pending_divergence)
 
@@ -90,48 +91,6 @@ def load_runs(root, warn=None):
     return runs
 
 
-def _number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _kind(v):
-    return {str: "a string", list: "a list", dict: "an object", bool: "a boolean"}.get(
-        type(v), type(v).__name__)
-
-
-def is_run_config(config):
-    """Whether `config` (a config.json object) is a run's: what the report reads from it is there."""
-    m = config.get("model") if isinstance(config, dict) else None
-    return (isinstance(m, dict) and isinstance(config.get("dataset"), str)
-            and all(isinstance(m.get(k), str) for k in ("norm", "init", "head"))
-            and isinstance(m.get("blocks_per_stage"), list)
-            and all(isinstance(b, int) for b in m["blocks_per_stage"]))
-
-
-def results_problem(results):
-    """Why `results` (a results.json object) is not a run's results, or None if it is."""
-    step = results.get("global_step")
-    if not isinstance(step, int) or isinstance(step, bool):
-        return (f"global_step is {_kind(step)}, not an integer" if step is not None else
-                "no global_step: not a run's results.json")
-    for k in ("top1_error", "top5_error", "wall_time_s", "images_per_sec"):
-        if results.get(k) is not None and not _number(results[k]):
-            return f"{k} is {_kind(results[k])}, not a number"
-    history = results.get("history", [])
-    if not isinstance(history, list):
-        return f"history is {_kind(history)}, not a list"
-    for h in history:
-        if not isinstance(h, dict) or not isinstance(h.get("step"), int):
-            return "a history row without an integer step"
-        for k in ("top1_error", "top5_error", "eval_loss"):
-            if h.get(k) is not None and not _number(h[k]):
-                return f"history step {h['step']}: {k} is {_kind(h[k])}, not a number"
-    config = results.get("config")
-    if config is not None and not is_run_config(config):
-        return "its config is not a run's configuration"
-    return None
-
-
 def config_key(config):
     """A run's configuration without its seed and bookkeeping: runs differing only in seed group."""
     c = {k: v for k, v in config.items() if k not in _NOT_A_FACTOR}
@@ -183,9 +142,24 @@ def summarize(runs):
             paper_settings=bool(table2) and paper.paper_settings(c),
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
             continued=[(r["config"].get("seed"), r["advice"]) for r in members if r.get("advice")],
+            partial=[] if c.get("use_synthetic_data") else _partial(done),
             series=[run_series(r) for r in members], drops=lr_drops(c)))
     rows.sort(key=lambda r: r["sort"])
     return rows
+
+
+def _partial(runs):
+    """(seed, images) of each of `runs` whose last evaluation covered only the first batches of
+    the test split (`--eval_steps`), not all of it."""
+    partial = []
+    for run in runs:
+        c = run["config"]
+        n = (run.get("history") or [{}])[-1].get("eval_examples")
+        if isinstance(n, int) and not isinstance(n, bool) and datasets.partial_evaluation(
+                c["dataset"], n, c.get("batch_size") or 1,
+                (run.get("image_folder") or {}).get("test_images")):
+            partial.append((c.get("seed"), n))
+    return partial
 
 
 def _flatten(d, prefix=""):
@@ -234,7 +208,7 @@ def markdown_table(rows):
         paper = f"{r['paper'][1]:.2f} ({r['paper'][0]})" if r["paper"] else ""
         if r["paper"] and r["paper"][0].endswith("†"):
             notes.add("resnet")
-        label = r["label"] + (" ‡" if r["continued"] else "")
+        label = r["label"] + (" §" if r["partial"] else "") + (" ‡" if r["continued"] else "")
         wall = hms(np.mean(r["wall"])) if r["wall"] else "–"
         lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_interval(r['top1'])} | "
                      f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {wall} | {paper} |")
@@ -266,6 +240,13 @@ def markdown_table(rows):
                    "run/ablate.py --follow_retry_advice continues it with these flags")
             lines.append(f"Diverged: {r['shown']} {r['label']} seed {seed} at step "
                          f"{d.get('step')}; retry with: {d.get('retry_with')} ({how})")
+    for r in rows:
+        if r["partial"]:
+            counts = " or ".join(f"{n:,}" for n in sorted({n for _, n in r["partial"]}))
+            seeds = ",".join(str(seed) for seed, _ in r["partial"])
+            lines.append(f"§ {r['shown']} {r['label']}: evaluated on the first {counts} images of "
+                         f"the test split only (`--eval_steps`; seeds {seeds}), not all of it: its "
+                         "errors are those of these images.")
     for mismatch in sorted({r["mismatch"] for r in rows if r["mismatch"]}):
         lines.append(f"(not ...): {mismatch}; its runs trained on those images, which the "
                      "dataset's name does not describe, and have no Table 2 value.")

@@ -124,3 +124,49 @@ class Results:
                        "config": self.config}
         atomic_write_json(self.path, results)
         return results
+
+
+# -- results.json read back -------------------------------------------------------------------
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _kind(v):
+    return {str: "a string", list: "a list", dict: "an object", bool: "a boolean"}.get(
+        type(v), type(v).__name__)
+
+
+def is_run_config(config):
+    """Whether `config` (a config.json object, or results.json's copy) is a run's: what the study's
+    report reads from it is there."""
+    m = config.get("model") if isinstance(config, dict) else None
+    return (isinstance(m, dict) and isinstance(config.get("dataset"), str)
+            and all(isinstance(m.get(k), str) for k in ("norm", "init", "head"))
+            and isinstance(m.get("blocks_per_stage"), list)
+            and all(isinstance(b, int) for b in m["blocks_per_stage"]))
+
+
+def problem(results):
+    """Why `results` (a results.json object, read back) is not a run's results.json, or None if it
+    is: the types its readers (the study's report, an export's model card) rely on."""
+    step = results.get("global_step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return (f"global_step is {_kind(step)}, not an integer" if step is not None else
+                "no global_step: not a run's results.json")
+    for k in ("top1_error", "top5_error", "wall_time_s", "images_per_sec"):
+        if results.get(k) is not None and not _number(results[k]):
+            return f"{k} is {_kind(results[k])}, not a number"
+    history = results.get("history", [])
+    if not isinstance(history, list):
+        return f"history is {_kind(history)}, not a list"
+    for h in history:
+        if not isinstance(h, dict) or not isinstance(h.get("step"), int):
+            return "a history row without an integer step"
+        for k in ("top1_error", "top5_error", "eval_loss", "eval_examples"):
+            if h.get(k) is not None and not _number(h[k]):
+                return f"history step {h['step']}: {k} is {_kind(h[k])}, not a number"
+    config = results.get("config")
+    if config is not None and not is_run_config(config):
+        return "its config is not a run's configuration"
+    return None

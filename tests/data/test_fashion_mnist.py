@@ -64,6 +64,26 @@ def test_prepare_data_writes_tfds_own_fashion_mnist_from_idx_files(prepared):
     assert again.returncode == 0 and "already prepared" in again.stdout, again.stderr
 
 
+def test_examples_that_cannot_be_written_are_one_line_and_the_dataset_stays(prepared, tmp_path):
+    data_dir, first = prepared[0], sorted(os.listdir(prepared[3]))[0]
+    (tmp_path / "file").write_text("")
+    (tmp_path / "taken" / first).mkdir(parents=True)  # an example's name taken by a directory
+    for examples, said in (
+            ("file", f"error: --examples_dir={tmp_path / 'file'} is a file, not a directory; give "
+                     "another path"),
+            ("file/sub", f"error: cannot write the test images to --examples_dir="
+                         f"{tmp_path / 'file' / 'sub'}: Not a directory"),
+            ("taken", f"error: cannot write the test images to --examples_dir={tmp_path / 'taken'}"
+                      f": Is a directory ({tmp_path / 'taken' / first}); the "
+                      "dataset is prepared: give another --examples_dir")):
+        p = run_cli("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
+                    f"--examples_dir={tmp_path / examples}")
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert p.stderr.startswith(said), p.stderr
+    assert os.listdir(tmp_path / "taken") == [first]  # nothing half-written
+    assert sorted(os.listdir(data_dir)) == ["fashion_mnist"]
+
+
 @pytest.mark.timeout(900)
 def test_a_fashion_mnist_run_says_fashion_mnist_everywhere_and_its_export_pads_as_training(
         prepared, tmp_path):

@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import struct
+import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -119,6 +121,29 @@ def test_of_two_exports_into_one_new_directory_one_is_refused(tmp_path, made, mo
     assert sorted(os.listdir(tmp_path / "new")) == ["exp"]  # no temporary left
 
 
+@pytest.mark.parametrize("results, why", [
+    ('{"global_step": 4, "top1_error": "0.5"', "is not a JSON object"),
+    (None, "is not a run's results (history step 4: top1_error is a string, not a number)")])
+def test_a_results_json_that_is_not_a_runs_is_said_and_the_card_takes_nothing_from_it(
+        tmp_path, made, results, why):
+    """The card's error was read from any results.json: a number written as a string ended the
+    export in a traceback, and a file that is not JSON gave a card saying nothing was evaluated."""
+    run = tmp_path / "run"
+    shutil.copytree(made / "runs" / "run", run)
+    if results is None:  # the run's own, with the evaluation of step 4 written as a string
+        record = json.loads((run / "results.json").read_text())
+        record["history"][-1]["top1_error"] = str(record["history"][-1]["top1_error"])
+        results = json.dumps(record)
+    (run / "results.json").write_text(results)
+    said = []
+    writer.export(str(run), str(tmp_path / "exp"), log=said.append)
+    assert said[0] == (f"warning: {run / 'results.json'} {why}: the model card gives no error "
+                       "nor anything else from it")
+    card = (tmp_path / "exp" / "model_card.md").read_text()
+    assert f"- No error is given for this checkpoint: the run's results.json {why}." in card
+    assert "Top-1 error" not in card
+
+
 def test_a_path_tensorflow_would_glob_is_refused_before_any_work(tmp_path, made):
     run_dir = made / "runs" / "run"
     for name in ("exp[1]", "exp*", "what?"):
@@ -137,6 +162,18 @@ def _png(tmp_path, name, array):
     return str(path)
 
 
+def test_a_reader_that_stops_reading_ends_predict_quietly(tmp_path, made):
+    """`predict.py ... | head -1`: the reader gone, predict ended in a BrokenPipeError traceback."""
+    image = _png(tmp_path, "a.png", np.zeros((32, 32, 3), np.uint8))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run", "predict.py"),
+                             f"--export_dir={made / 'exp4'}", image], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    proc.stdout.close()  # before it prints: it loads TensorFlow first
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (141, "")
+
+
 def test_label_names_reach_the_terminal_escaped(tmp_path, made):
     exp = tmp_path / "exp"
     shutil.copytree(made / "exp4", exp)
@@ -148,6 +185,19 @@ def test_label_names_reach_the_terminal_escaped(tmp_path, made):
     assert "\x1b" not in p.stdout and "\x07" not in p.stdout and "\u202e" not in p.stdout
     assert "\\x1b[2J\\x1b]0;pwned\\x07class" in p.stdout and "\\u202e (class" in p.stdout
     assert p.stdout.splitlines()[0] == f"{tmp_path}/a\\x1bb.png"
+
+
+def test_an_error_line_escapes_the_names_it_quotes(tmp_path, made):
+    """The error lines printed a file or directory name raw: escape sequences reached the terminal."""
+    bad = tmp_path / "t\x1b]0;x\x07.png"
+    bad.write_text("not an image")
+    for script, args in (("predict.py", [f"--export_dir={made / 'exp4'}", str(bad)]),
+                         ("export.py", [f"--model_dir={tmp_path / 'no'}\x1b]0;x\x07",
+                                        f"--export_dir={tmp_path / 'e'}"])):
+        p = run_cli(script, *args, timeout=120)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "\x1b" not in p.stderr and "\x07" not in p.stderr, p.stderr
+        assert "\\x1b]0;x\\x07" in p.stderr, p.stderr
 
 
 def test_a_file_a_file_manager_added_to_saved_model_does_not_void_the_export(tmp_path, made):
@@ -292,6 +342,23 @@ def test_gif_bmp_16_bit_grey_and_rgba_images_still_work(tmp_path):
     assert inputs.shape == (6, 32, 32, 3) and inputs.dtype == tf.uint8
     assert notes[:2] == ["", ""] and notes[2] == " (resized from 30x20 to 32x32)"
     assert notes[5] == " (resized from 6x4 to 32x32)"
+
+
+def test_a_grey_model_reads_every_format_as_grey(tmp_path):
+    """Fashion-MNIST's export serves 28x28x1 pixels: a GIF, BMP or WebP (which TensorFlow decodes
+    in colour only) was refused as damaged; a grey file gives its own pixels, whatever its format."""
+    pixels = np.random.default_rng(0).integers(0, 256, (28, 28), dtype=np.uint8)
+    files = []
+    for fmt, mode in (("PNG", "L"), ("GIF", "L"), ("BMP", "L"), ("BMP", "RGB"), ("WEBP", "RGB")):
+        path = tmp_path / f"{mode}.{fmt.lower()}"
+        Image.fromarray(pixels).convert(mode).save(path, format=fmt,
+                                                   **({"lossless": True} if fmt == "WEBP" else {}))
+        files.append(str(path))
+    inputs, _ = predict.read_images(files, dict(image_size=28, input="pixels",
+                                                dataset="fashion_mnist"))
+    assert inputs.shape == (5, 28, 28, 1) and inputs.dtype == tf.uint8
+    for image in inputs.numpy():
+        np.testing.assert_array_equal(image[..., 0], pixels)
 
 
 def test_the_card_and_the_docs_say_how_to_load_model_keras_and_the_pixel_limit(made):

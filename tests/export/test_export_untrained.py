@@ -28,3 +28,15 @@ def test_a_run_that_diverged_in_its_first_loop_is_not_exported_as_trained(tmp_pa
     assert os.path.exists(tmp_path / "init" / "model.keras")
     with pytest.raises(UserError, match="initialisation"):
         writer.export(str(run_dir), str(tmp_path / "again"), log=lambda _: None)
+
+
+def test_a_run_whose_trained_checkpoints_are_all_damaged_names_them(tmp_path):
+    run_dir = tmp_path / "run"
+    trainer.train(tiny_config(run_dir, train_steps=4, checkpoint_every=2, eval_every=4))
+    for step in (2, 4):  # truncated, as a full disk or a copy cut short leaves them
+        os.truncate(run_dir / "ckpt" / f"ckpt-{step}.data-00000-of-00001", 100)
+    with pytest.raises(UserError) as e:
+        writer.export(str(run_dir), str(tmp_path / "exp"), log=lambda _: None)
+    assert "the later ones cannot be restored: ckpt-4 (" in str(e.value), e.value
+    assert "ckpt-2 (" in str(e.value) and "train it on" not in str(e.value)
+    assert not (tmp_path / "exp").exists()

@@ -12,9 +12,9 @@ from scipy import stats
 from resnet_nobn.study import report
 
 
-def _run(root, norm, seed, top1, block_norms=None):
+def _run(root, norm, seed, top1, block_norms=None, eval_examples=10_000):
     """A finished run of 100 steps (lr drops at 40 and 80) with a training log and, if given,
-    TensorBoard block norms {step: [per block]}."""
+    TensorBoard block norms {step: [per block]}; each evaluation of `eval_examples` test images."""
     init = "identity" if norm == "none" else "he"
     m = dict(num_classes=10, image_size=32, widths=[8, 16, 32], blocks_per_stage=[1, 1, 1],
              strides=[1, 2, 2], stem_width=8, stem_kernel=3, stem_stride=1, kernel_size=3,
@@ -25,7 +25,7 @@ def _run(root, norm, seed, top1, block_norms=None):
     d = os.path.join(root, f"norm-{norm}", f"seed-{seed}")
     os.makedirs(d)
     history = [dict(step=s, top1_error=top1 + (100 - s) / 1000, top5_error=top1 / 4,
-                    eval_loss=1.0) for s in (50, 100)]
+                    eval_loss=1.0, eval_examples=eval_examples) for s in (50, 100)]
     train = [dict(step=s, loss=2.0 - s / 100 + seed / 10) for s in (10, 20, 30)]
     json.dump(dict(dataset="cifar10", global_step=100, top1_error=top1, top5_error=top1 / 4,
                    wall_time_s=60.0, seed=seed, history=history, train_history=train,
@@ -60,6 +60,18 @@ def test_report_intervals_are_student_t_and_the_twin_is_paired_by_seed(tmp_path)
     low, high = _by_hand(d)
     assert (f"| none / identity / random / 1 − batch / he / random / 1 | cifar10 | "
             f"{np.mean(d):+.2f} | [{low:+.2f}, {high:+.2f}] | paired by seed (0,1,2) |") in text
+
+
+def test_a_run_evaluated_on_the_first_batches_of_the_test_split_says_so(tmp_path):
+    root = str(tmp_path)
+    for seed in (0, 1):  # --eval_steps=5 of batches of 128: 640 of CIFAR-10's 10,000 test images
+        _run(root, "none", seed, 0.07, eval_examples=640)
+        _run(root, "batch", seed, 0.06)  # the whole split
+    text, _, _ = report.report(root)
+    assert "| none / identity / random / 1 § |" in text and "| batch / he / random / 1 |" in text
+    assert ("§ cifar10 none / identity / random / 1: evaluated on the first 640 images of the test "
+            "split only (`--eval_steps`; seeds 0,1), not all of it") in text
+    assert text.count("§") == 2
 
 
 def test_a_twin_of_other_seeds_gets_welchs_interval(tmp_path):

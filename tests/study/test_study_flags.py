@@ -33,3 +33,17 @@ def test_the_order_of_the_seeds_is_no_base_flag(tmp_path):
     again = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--print_commands",
                     "--train_steps=2", *TINY)
     assert again.returncode == 0 and again.stderr.count("finished, skipped") == 2, again.stderr
+
+
+@pytest.mark.parametrize("flag, said", [
+    ("--seeds=0,-1", "error: --seeds: --seed=-1 must be in [0, 4294967295]"),
+    ("--seeds=a", "error: --seeds: 'a' is not an integer"),
+    ("--vary_learning_rate=0.1,-1", "error: --vary_learning_rate: --learning_rate must be positive"),
+    ("--vary_relu_leakiness=1", "error: --vary_relu_leakiness: --relu_leakiness=1.0 must be in "
+                                "[0.0, 0.999]")])
+def test_a_grid_value_that_no_run_takes_is_refused_naming_its_flag(tmp_path, flag, said):
+    root = tmp_path / "study"  # refused before any run: a run of it could only fail, again
+    p = run_cli("ablate.py", f"--root={root}", flag, "--train_steps=2", *TINY)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [said]
+    assert not root.exists()
