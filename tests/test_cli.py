@@ -112,6 +112,15 @@ def test_data_dir_without_the_dataset_says_how_to_prepare_it(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_an_imagenet_data_dir_that_is_a_file_says_how_to_prepare_it(tmp_path):
+    (tmp_path / "afile").write_text("")  # it said "does not exist", and no fix
+    proc = run_cli("imagenet_train.py", f"--data_dir={tmp_path / 'afile'}",
+                   f"--model_dir={tmp_path / 'run'}", "--train_steps=1")
+    _assert_one_line_error(proc, f"--data_dir={tmp_path / 'afile'} is not a directory; create it "
+                           "with `python run/prepare_data.py --dataset=imagenet2012")
+    assert not (tmp_path / "run").exists()
+
+
 def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
     run = _copy_of(tiny_run, tmp_path / "run")
     before = sorted(os.listdir(run / "ckpt"))

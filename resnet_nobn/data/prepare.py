@@ -230,7 +230,9 @@ def imagenet_builder(data_dir, manual=None):
     import tensorflow as tf
     import tensorflow_datasets as tfds
     if data_dir is not None and not os.path.isdir(data_dir):
-        raise UserError(f"--data_dir={data_dir} does not exist")
+        raise UserError(f"--data_dir={data_dir} is not a directory; create it with "
+                        f"`{prepare_data_command(IMAGENET, data_dir)}` (the ImageNet archives in "
+                        f"{manual_dir(data_dir)}) or point it at a tfds data dir")
     builder = tfds.builder(IMAGENET, data_dir=data_dir)
     if builder.is_prepared():
         tfds_dir.check_prepared(builder, IMAGENET, (None, None, 3), DATASETS[IMAGENET].num_classes,

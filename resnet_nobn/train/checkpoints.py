@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import shutil
+import time
 
 import tensorflow as tf
 
@@ -42,13 +43,21 @@ def write_checkpoint_state(ckpt_dir, steps):
     """Rewrites tf.train.CheckpointManager's state file `checkpoint` to track `steps` (oldest
     first; the last is the latest), whatever it said before (it may be damaged). TensorFlow's own
     writer of that file, atomic; CheckpointManager has no public way to be told which
-    checkpoints to track, and the v1 name's deprecation notice is not the run's to print."""
+    checkpoints to track, and the v1 name's deprecation notice is not the run's to print.
+
+    Each path gets a timestamp, in order and after the file's `last_preserved_timestamp`: a
+    CheckpointManager built on the file keeps in its rotation (`max_to_keep`) only the paths
+    stamped after that, so without them it deleted none of these, ever."""
     paths = [f"ckpt-{s}" for s in steps]
+    now = time.time()
+    stamps = [now - len(paths) + i for i in range(len(paths))]  # only their order is used
     logger = tf.get_logger()
     level = logger.level
     logger.setLevel("ERROR")
     try:
-        tf.compat.v1.train.update_checkpoint_state(ckpt_dir, paths[-1], paths)
+        tf.compat.v1.train.update_checkpoint_state(
+            ckpt_dir, paths[-1], paths, all_model_checkpoint_timestamps=stamps,
+            last_preserved_timestamp=now - len(paths) - 1)
     finally:
         logger.setLevel(level)
 

@@ -44,7 +44,8 @@ class RunDir:
     `losses`: ckpt/losses.json as {step: loss or None}; `held_by`: the lock's holder, if live
     (and asked: `read`); `checkpoint_settings`: (config.json object, where) of the newest
     checkpoint's record, filled in by the trainer (it needs TensorFlow) only when config.json is
-    missing.
+    missing; `stamp`: the directory's `stamp` when it was read, to tell whether another process
+    changed it since.
     """
     model_dir: str
     exists: bool = False
@@ -58,6 +59,7 @@ class RunDir:
     losses: dict = dataclasses.field(default_factory=dict)
     held_by: str = None
     checkpoint_settings: tuple = None
+    stamp: tuple = None
 
     @property
     def ckpt_dir(self):
@@ -68,8 +70,9 @@ def read(model_dir, ask_lock=True):
     """The RunDir of `model_dir` (an absent directory reads as empty). `ask_lock`: whether to ask
     who holds its lock (asking takes a shared flock for an instant: the trainer, which takes
     the lock itself and whose workers start together, does not ask)."""
+    stamped = stamp(model_dir)  # before the files are read: a write after it shows
     if not os.path.isdir(model_dir):
-        return RunDir(model_dir)
+        return RunDir(model_dir, stamp=stamped)
     config_path, results_path = os.path.join(model_dir, CONFIG), os.path.join(model_dir, RESULTS)
     config, results = read_json(config_path), read_json(results_path)
     ckpt_dir = os.path.join(model_dir, CKPT)
@@ -83,7 +86,26 @@ def read(model_dir, ask_lock=True):
         indexed=frozenset(s for s in steps
                           if os.path.exists(os.path.join(ckpt_dir, f"ckpt-{s}.index"))),
         losses=losses_of(read_json(os.path.join(ckpt_dir, LOSSES))),
-        held_by=holder(model_dir) if ask_lock else None)
+        held_by=holder(model_dir) if ask_lock else None, stamp=stamped)
+
+
+def stamp(model_dir):
+    """The size and modification time of each file of the run directory a start reads
+    (config.json, results.json, diverged.json, everything in ckpt/), None for one absent: equal
+    for two readings unless a process wrote there in between. Each is a stat; nothing is read."""
+    def of(path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+    ckpt_dir = os.path.join(model_dir, CKPT)
+    try:
+        names = sorted(os.listdir(ckpt_dir))
+    except OSError:
+        names = []
+    return (tuple(of(os.path.join(model_dir, n)) for n in (CONFIG, RESULTS, DIVERGED))
+            + tuple((n, of(os.path.join(ckpt_dir, n))) for n in names))
 
 
 def losses_of(raw):

@@ -393,10 +393,12 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     """Runs one configuration end to end; returns the results dict (None on non-chief workers).
     `plan`: resume.decide's, where the caller read the run directory already (run/*.py).
 
-    The chief holds model_dir's lock for the run. File-system failures (a model_dir that is a
-    file, a broken link or read-only, a full disk) and memory exhaustion end it with one line
-    (UserError, resnet_nobn/train/failures.py); a new run that saved nothing but its
-    initialisation leaves no model_dir behind, and one that did keeps it.
+    The chief holds model_dir's lock for the run, and refuses to start if the run directory
+    changed after it was read (another process trained there until the lock was free).
+    File-system failures (a model_dir that is a file, a broken link or read-only, a full disk)
+    and memory exhaustion end it with one line (UserError, resnet_nobn/train/failures.py); a new
+    run that saved nothing but its initialisation leaves no model_dir behind, and one that did
+    keeps it.
     """
     if not cfg.model_dir.strip():
         raise UserError("--model_dir is empty; give the directory of the run")
@@ -412,6 +414,11 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     try:
         trainer = Trainer(cfg, strategy, plan)
         with rundir.locked(cfg.model_dir) if trainer.chief else contextlib.nullcontext():
+            if trainer.chief and rundir.stamp(cfg.model_dir) != trainer.plan.run.stamp:
+                # the start was decided before the lock: another run wrote there in between
+                raise UserError(f"--model_dir={cfg.model_dir} changed while this run started "
+                                "(another process trained in it until now); re-run the same "
+                                "command, which starts from what that process left")
             return trainer.run()
     except rundir.InUse as e:
         raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "

@@ -68,3 +68,14 @@ def test_the_checkpoint_state_file_tracks_the_steps_given_whatever_it_said(tmp_p
         "ckpt-0", "ckpt-2", "ckpt-4"]
     assert os.path.basename(state.model_checkpoint_path) == "ckpt-4"
     assert 'model_checkpoint_path: "ckpt-4"' in (ckpt / "checkpoint").read_text()  # relative
+
+
+def test_a_resumed_run_keeps_its_last_checkpoints_only(tmp_path):
+    """After a resume the manager rotates the checkpoints of the earlier process out too: with no
+    timestamps in the state file it kept none of them in its rotation, so each resume left up to
+    KEEP checkpoints behind for good."""
+    run_dir = tmp_path / "run"
+    for steps in (4, 6, 14):  # a new run, then two resumes
+        Trainer(tiny_config(run_dir, train_steps=steps, checkpoint_every=2, eval_every=100)).run()
+    saved = sorted(int(f[5:-6]) for f in os.listdir(run_dir / "ckpt") if f.endswith(".index"))
+    assert saved == [6, 8, 10, 12, 14][-checkpoints.KEEP:]

@@ -345,3 +345,27 @@ def test_resume_that_cannot_continue_the_run_is_refused_naming_why(tmp_path, cha
 def test_a_run_names_the_model_dir_it_trains_in(tmp_path, capsys):
     train_lib.train(tiny_config(tmp_path / "run", train_steps=1))
     assert f"new run in {tmp_path / 'run'}" in capsys.readouterr().out
+
+
+def test_a_start_decided_before_another_run_ended_there_is_refused(tmp_path, monkeypatch):
+    """A second launch on a busy model_dir decided its start, then waited for the lock while the
+    first run trained on: it restored a checkpoint the first had since rotated out ("corrupt"), or
+    trained again over the finished run. It now refuses once it holds the lock."""
+    from resnet_nobn.train import rundir
+    train_lib.train(tiny_config(tmp_path, train_steps=4, checkpoint_every=2, eval_every=2))
+    real = rundir.locked
+
+    def first_run_ends_meanwhile(model_dir):  # the first process trains on to the end, then unlocks
+        monkeypatch.setattr(rundir, "locked", real)
+        train_lib.train(tiny_config(tmp_path, train_steps=8, checkpoint_every=2, eval_every=2))
+        return real(model_dir)
+
+    finished = (tmp_path / "results.json").read_text
+    monkeypatch.setattr(rundir, "locked", first_run_ends_meanwhile)
+    with pytest.raises(UserError, match="changed while this run started .* re-run the same command"):
+        train_lib.train(tiny_config(tmp_path, train_steps=8, checkpoint_every=2, eval_every=2))
+    after = finished()
+    assert json.loads(after)["global_step"] == 8
+    # re-run: the finished run, nothing trained again
+    assert train_lib.train(tiny_config(tmp_path, train_steps=8, checkpoint_every=2,
+                                       eval_every=2))["global_step"] == 8
