@@ -58,11 +58,9 @@ def prepare_dataset():
     if FLAGS.examples_dir is not None and not info.pixels:
         raise UserError(f"--examples_dir writes test images of datasets of pixel arrays; "
                         f"{name}'s are JPEG files: use your own")
-    if data_dir and os.path.exists(data_dir) and not os.path.isdir(data_dir):
-        raise UserError(f"--data_dir={data_dir} is a file, not a directory; give another path")
-    examples = FLAGS.examples_dir
-    if examples is not None and os.path.exists(examples) and not os.path.isdir(examples):
-        raise UserError(f"--examples_dir={examples} is a file, not a directory; give another path")
+    for flag, path in (("data_dir", data_dir), ("examples_dir", FLAGS.examples_dir)):
+        if path and os.path.exists(path) and not os.path.isdir(path):
+            raise UserError(f"--{flag}={path} is a file, not a directory; give another path")
     with console.quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
         import tensorflow_datasets as tfds

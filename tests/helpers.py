@@ -51,11 +51,24 @@ def count_reads(monkeypatch, under=None):
     return reads
 
 
+def _cli(script, args):
+    """(argv, env) of `python run/<script> args` as the tests run it: TensorFlow quiet, no GPU."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    return [sys.executable, os.path.join(ROOT, "run", script), *args], env
+
+
 def run_cli(script, *args, timeout=240):
     """Runs `python run/<script> args`; returns the CompletedProcess."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, os.path.join(ROOT, "run", script), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    argv, env = _cli(script, args)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def start_cli(script, *args):
+    """Starts `python run/<script> args` as `run_cli` runs it, its stdout and stderr piped (text);
+    returns the Popen."""
+    argv, env = _cli(script, args)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
 
 
 def train_losses(model_dir):

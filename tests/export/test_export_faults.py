@@ -10,8 +10,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
-import sys
 import zlib
 
 import numpy as np
@@ -23,7 +21,7 @@ from resnet_nobn.data import images
 from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
 from resnet_nobn.train.trainer import Trainer
-from tests.helpers import ROOT, run_cli, tiny_config
+from tests.helpers import ROOT, run_cli, start_cli, tiny_config
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -165,10 +163,7 @@ def _png(tmp_path, name, array):
 def test_a_reader_that_stops_reading_ends_predict_quietly(tmp_path, made):
     """`predict.py ... | head -1`: the reader gone, predict ended in a BrokenPipeError traceback."""
     image = _png(tmp_path, "a.png", np.zeros((32, 32, 3), np.uint8))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run", "predict.py"),
-                             f"--export_dir={made / 'exp4'}", image], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = start_cli("predict.py", f"--export_dir={made / 'exp4'}", image)
     proc.stdout.close()  # before it prints: it loads TensorFlow first
     _, err = proc.communicate(timeout=120)
     assert (proc.returncode, err) == (141, "")
