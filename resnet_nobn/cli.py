@@ -43,6 +43,15 @@ def flag_text(value):
     return str(value)
 
 
+def departure_text(field, value, recipe_value):
+    """How a run leaves the paper's recipe (resnet_nobn/paper.py `departures`), as its flag says it:
+    ('learning_rate', 0.02, 0.05) -> '--learning_rate=0.02 (the paper's 0.05)';
+    ('train_steps', 2000, 60000) -> '2,000 steps (the paper's 60,000)'."""
+    if field == "train_steps":
+        return f"{value:,} steps (the paper's {recipe_value:,})"
+    return f"--{field}={flag_text(value)} (the paper's {flag_text(recipe_value)})"
+
+
 def blocks_text(blocks, sep=","):
     """--blocks_per_stage as text: one number when every stage has it, else the stages' numbers
     joined by `sep`: (9, 9, 9) -> '9'; (3, 4, 6, 3) -> '3,4,6,3' (a study's names: '3-4-6-3')."""

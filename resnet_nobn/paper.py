@@ -18,6 +18,8 @@ TABLE2 = {
 # The fields that make a network the paper's shape (Table 1 or the ImageNet variant), whatever
 # its norm, init and head.
 SHAPE = ("widths", "blocks_per_stage", "strides", "stem_width", "stem_kernel", "stem_stride")
+# The fields that say which images a run trains on (`paper_row` decides on them).
+_THE_DATA = ("dataset", "class_names", "use_synthetic_data")
 
 
 def _norm_json(v):
@@ -60,10 +62,23 @@ def paper_row(config):
     return None
 
 
-def paper_settings(config):
-    """Whether `config` (a run's, as started) trains with the paper's recipe for its dataset: its
-    scientific settings (resnet_nobn/config.py: SCIENTIFIC_FIELDS) other than the seed are the
-    recipe's (its network is the paper's: `paper_row`)."""
-    fields = [f for f in SCIENTIFIC_FIELDS if f not in ("seed", "dataset")]
+def departures(config, step=None):
+    """[(field, the run's value, the recipe's value)] where a run leaves the paper's recipe for its
+    dataset in a training setting: each of SCIENTIFIC_FIELDS (resnet_nobn/config.py) but the seed
+    and the data's identity, and the precision (the paper's is float32), then ("train_steps", `step`, the recipe's) if `step` (how far the run
+    trained; None: not asked) is short of the recipe's length. `config`: a config.json object.
+    The network's own differences are `paper_shape` and `paper_network`'s; a run on synthetic or
+    another dataset's images has no Table 2 value at all (`paper_row`)."""
     recipe = recipes.for_dataset(config["dataset"]).to_json()
-    return not [k for k, _, _ in differences(config, recipe) if k in fields]
+    out = [d for d in differences(config, recipe)
+           if d[0] in SCIENTIFIC_FIELDS + ("mixed_precision",)
+           and d[0] not in _THE_DATA + ("seed",)]
+    if step is not None and step < recipe["train_steps"]:
+        out.append(("train_steps", step, recipe["train_steps"]))
+    return out
+
+
+def paper_settings(config):
+    """Whether `config` (a run's, as started) trains with the paper's recipe for its dataset, its
+    length aside: no `departures` (its network is the paper's: `paper_row`)."""
+    return not departures(config)

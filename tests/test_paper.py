@@ -52,3 +52,22 @@ def test_the_papers_network_is_its_shape_kind_and_real_data():
     assert paper.paper_row(synthetic) is None and paper.paper_settings(config)
     imagenet = recipes.imagenet().to_json()
     assert paper.paper_shape(imagenet) and paper.paper_row(imagenet)[1] == 35.29
+
+
+def test_departures_name_each_training_setting_off_the_recipe_and_a_short_run():
+    """What keeps a run of the paper's network from Table 2's setup, which the report and the
+    model card both say: its training settings off the recipe (the seed and the data's name
+    aside, which paper_row judges) and fewer steps than the recipe's."""
+    cifar = recipes.cifar()
+    assert paper.departures(cifar.to_json(), cifar.train_steps) == []
+    assert paper.departures(dataclasses.replace(cifar, seed=7).to_json(), 10**6) == []
+    ran = dataclasses.replace(cifar, learning_rate=0.02, clip_norm=1.0, mixed_precision="float16",
+                              train_steps=2000).to_json()
+    assert paper.departures(ran, 2000) == [("learning_rate", 0.02, 0.05), ("clip_norm", 1.0, 0.0),
+                                           ("mixed_precision", "float16", "float32"),
+                                           ("train_steps", 2000, 60000)]
+    assert paper.departures(ran) == paper.departures(ran, 2000)[:-1]  # its length not asked
+    assert not paper.paper_settings(ran) and paper.paper_settings(cifar.to_json())
+    imagenet = recipes.imagenet()
+    assert paper.departures(dataclasses.replace(imagenet, batch_size=128).to_json(), 700_000) == [
+        ("batch_size", 128, 256)]

@@ -6,7 +6,7 @@ import datetime
 import os
 
 from resnet_nobn import paper, recipes
-from resnet_nobn.cli import flag_text
+from resnet_nobn.cli import departure_text, flag_text
 from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options, resolve_head_seed,
                                 resolve_init)
 from resnet_nobn.datasets import DATASETS, partial_evaluation, shown
@@ -115,8 +115,9 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     elif cfg.data_dir and not info.folder:
         nots.append(f"not checked to be {info.title} beyond the image shape and class names its tfds "
                     f"directory `{cfg.data_dir}` records")
-    if step < recipe.train_steps:
-        nots.append(f"trained {step:,} steps, not the paper's {recipe.train_steps:,}")
+    departs = paper.departures(config, step)
+    if departs:
+        nots.append("not the paper's recipe: " + "; ".join(departure_text(*d) for d in departs))
     differs = [d for d in config_diffs(recipe.to_json(), cfg.to_json())
                if not d.startswith(("num_classes", "image_size", "init", "head_seed"))]
     if differs:

@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from resnet_nobn import datasets, paper
+from resnet_nobn.cli import departure_text
 from resnet_nobn.config import RESUMABLE_FIELDS
 from resnet_nobn.console import hms
 from resnet_nobn.errors import UserError, disk_full
@@ -140,6 +141,7 @@ def summarize(runs):
             wall=[r.get("wall_time_s") or 0.0 for r in done],
             statuses=[r["status"] for r in members], paper=table2,
             paper_settings=bool(table2) and paper.paper_settings(c),
+            departures=paper.departures(c, min(steps)) if table2 else [],
             diverged=[(r["config"].get("seed"), r["diverged"]) for r in members if r.get("diverged")],
             continued=[(r["config"].get("seed"), r["advice"]) for r in members if r.get("advice")],
             partial=[] if c.get("use_synthetic_data") else _partial(done),
@@ -208,6 +210,8 @@ def markdown_table(rows):
         paper = f"{r['paper'][1]:.2f} ({r['paper'][0]})" if r["paper"] else ""
         if r["paper"] and r["paper"][0].endswith("†"):
             notes.add("resnet")
+        if r["departures"]:
+            paper += " ¶"
         label = r["label"] + (" §" if r["partial"] else "") + (" ‡" if r["continued"] else "")
         wall = hms(np.mean(r["wall"])) if r["wall"] else "–"
         lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_interval(r['top1'])} | "
@@ -240,6 +244,12 @@ def markdown_table(rows):
                    "run/ablate.py --follow_retry_advice continues it with these flags")
             lines.append(f"Diverged: {r['shown']} {r['label']} seed {seed} at step "
                          f"{d.get('step')}; retry with: {d.get('retry_with')} ({how})")
+    for r in rows:
+        if r["departures"]:
+            lines.append(f"¶ {r['shown']} {r['label']}: Table 2's value is for the paper's recipe, "
+                         "which these runs leave: " + "; ".join(
+                             departure_text(*d) for d in r["departures"])
+                         + "; it is shown for reference, not as their match.")
     for r in rows:
         if r["partial"]:
             counts = " or ".join(f"{n:,}" for n in sorted({n for _, n in r["partial"]}))

@@ -143,7 +143,8 @@ def test_cifar_export_gives_the_runs_top1_in_a_fresh_process(tmp_path):
     assert "on 20 images of the test split" in card and "Not a Table 2 reproduction" in card
     assert "--widths=8,16,32" in card and "--strategy=mirrored" in card
     assert f"TensorFlow {tf.__version__}, Keras {keras.__version__}" in card
-    assert "Trained 6 steps, not the paper's 60,000" in card
+    assert "Not the paper's recipe: --batch_size=8 (the paper's 128);" in card
+    assert "; 6 steps (the paper's 60,000)." in card
 
     # run/predict.py: two test images as PNG, a third of another size resized (--resize)
     files = []
@@ -214,6 +215,26 @@ def test_the_card_of_a_paper_run_on_another_seed_calls_it_the_papers_network(tmp
         ran = TrainConfig.from_json(dataclasses.replace(paper, model=model).to_json())
         card = model_card(ran, 1, [], None, {}, "names", "E", str(tmp_path), 1)
         assert ("--init=" not in card) if flag is None else (f"`{flag}`" in card), (norm, init)
+
+
+def test_the_card_of_the_papers_network_off_its_recipe_is_not_the_papers_setup(tmp_path):
+    """A full-length run of the paper's network at another learning rate or precision (a study's
+    ablation) was \"one run of the paper's setup\": only its network and length were held to the
+    paper's. Each training setting that leaves the recipe is named, and it is no Table 2 run."""
+    from resnet_nobn import recipes
+    from resnet_nobn.config import TrainConfig
+    from resnet_nobn.export.model_card import model_card
+    paper = recipes.cifar()
+    for changes, said in ((dict(learning_rate=0.02), "--learning_rate=0.02 (the paper's 0.05)"),
+                          (dict(mixed_precision="bfloat16"),
+                           "--mixed_precision=bfloat16 (the paper's float32)"),
+                          (dict(standardize="dataset"),
+                           "--standardize=dataset (the paper's per_image)")):
+        ran = TrainConfig.from_json(dataclasses.replace(paper, model_dir=str(tmp_path),
+                                                        **changes).to_json())
+        card = model_card(ran, paper.train_steps, [], None, {}, "names", "E", str(tmp_path), 1)
+        assert f"Not the paper's recipe: {said}." in card and "paper's setup" not in card, card
+        assert "Not a Table 2 reproduction (Table 2, row Ours: 6.38% top-1 error)" in card
 
 
 def test_the_card_says_how_much_of_the_split_the_evaluation_it_gives_covered(tmp_path):

@@ -95,13 +95,14 @@ def test_run_state_resumes_partial_runs_and_refuses_other_settings(tmp_path):
         launcher.check_compatible(dataclasses.replace(cfg, learning_rate=0.5))
 
 
-def _fake_run(root, name, seed, top1, steps=100, **model):
+def _fake_run(root, name, seed, top1, steps=100, settings=(), **model):
     m = dict(num_classes=10, image_size=32, widths=[64, 128, 256], blocks_per_stage=[9, 9, 9],
              strides=[1, 2, 2], stem_width=16, stem_kernel=3, stem_stride=1, kernel_size=3,
              norm="none", init="identity", head="random", head_seed=0)
     m.update(model)
     config = dict(model=m, dataset="cifar10", use_synthetic_data=False, train_steps=100,
-                  batch_size=128, learning_rate=0.05, seed=seed, model_dir="x")
+                  batch_size=128, learning_rate=0.05, crop_padding=2, seed=seed, model_dir="x")
+    config.update(settings)
     d = os.path.join(root, name, f"seed-{seed}")
     os.makedirs(d)
     history = [dict(step=s, top1_error=top1 + (100 - s) / 1000, top5_error=top1 / 4,
@@ -131,6 +132,28 @@ def test_report_groups_seeds_and_sets_the_paper_row_beside_the_papers_configurat
     bn = next(r for r in rows if "batch / he" in r)
     assert "6.43 (ResNet†)" in bn and "50 of 100 (partial" in bn
     assert os.path.getsize(png) > 1000 and open(md).read().count("\n| cifar10") == 3
+    assert "6.38 (Ours) ¶" in ours and ("¶ cifar10 none / identity / random / 9: Table 2's value "
+                                         "is for the paper's recipe, which these runs leave: 100 "
+                                         "steps (the paper's 60,000)") in text
+
+
+def test_the_paper_value_beside_runs_off_the_recipe_says_how_they_leave_it(tmp_path):
+    """Table 2's value is its recipe's: beside runs of the paper's network at another learning
+    rate or precision, the report marks it (¶) and names each departure; beside runs of the
+    recipe, of its length, nothing (their seed aside)."""
+    root = str(tmp_path)
+    for seed in (0, 1):
+        _fake_run(root, "paper", seed, 0.07, steps=60000, settings=dict(train_steps=60000))
+    _fake_run(root, "rate", 0, 0.09, steps=60000,
+              settings=dict(train_steps=60000, learning_rate=0.02, mixed_precision="bfloat16"))
+    text, _, _ = report.report(root)
+    rows = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    paper_row = next(r for r in rows if "learning_rate=0.02" not in r)
+    assert paper_row.endswith("| 6.38 (Ours) |") and "¶ cifar10 none / identity / random / 9: " \
+        not in text
+    assert next(r for r in rows if "learning_rate=0.02" in r).endswith("| 6.38 (Ours) ¶ |")
+    assert ("which these runs leave: --learning_rate=0.02 (the paper's 0.05); "
+            "--mixed_precision=bfloat16 (the paper's float32); it is shown for reference") in text
 
 
 def test_hparams_domain_covers_earlier_studies_in_the_same_root(tmp_path):
