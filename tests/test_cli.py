@@ -131,6 +131,17 @@ def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
     assert proc.returncode == 2
     assert sorted(os.listdir(run / "ckpt")) == before
     assert (run / "results.json").read_text() == results
+    # under --eval_only too, and at once: said before TensorFlow loads, so before the device
+    # line on stdout, and nothing touched (the lock was taken and rewritten with its pid)
+    lock = (run / ".lock").read_bytes() if (run / ".lock").exists() else None
+    for args in ((*wider, "--train_steps=6", f"--model_dir={run}"),
+                 (*TINY, f"--model_dir={tmp_path / 'none'}")):
+        proc = run_cli("cifar_train.py", *args, "--eval_only")
+        _assert_one_line_error(proc, "different architecture" if args[-1].endswith("run")
+                               else "does not exist; train first")
+        assert proc.stdout == "", proc.stdout
+    assert (run / "results.json").read_text() == results and not (tmp_path / "none").exists()
+    assert ((run / ".lock").read_bytes() if (run / ".lock").exists() else None) == lock
 
 
 def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(tmp_path):

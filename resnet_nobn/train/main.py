@@ -29,7 +29,7 @@ def main(argv):
             tf_config.parse_tf_config()  # TF_CONFIG: said before TensorFlow loads
         else:  # the run directory read once; a finished run re-run is said at once, nothing built
             run = rundir.read(cfg.model_dir)
-            if not cfg.eval_only and (run.config is not None or run.config_unreadable):
+            if cfg.eval_only or run.config is not None or run.config_unreadable:
                 plan = resume.decide(run, cfg)  # a run of other settings: refused here already
                 if plan.action == resume.FINISHED:
                     print(resume.finished_line(plan, cfg), flush=True)
