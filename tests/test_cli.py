@@ -186,6 +186,28 @@ def test_diverged_run_ends_with_retry_advice_that_trains_when_appended(tmp_path)
     assert all(math.isfinite(h["eval_loss"]) for h in results["history"])
 
 
+def test_after_a_second_divergence_the_advice_rolls_back_past_it_too(tmp_path):
+    """Re-run without its advice, a run rolls back and diverges again where it did, with the same
+    advice; appending the advice then resumed from the checkpoint on the way up that the first
+    rollback had skipped (the new divergence read as resumed past) and results.json contradicted
+    itself. It rolls back again, to the initialisation here."""
+    command = ["--use_synthetic_data", "--stem_width=4", "--widths=4,8,8", "--blocks_per_stage=1",
+               "--batch_size=16", "--log_every=50", "--checkpoint_every=100", "--train_steps=300",
+               "--eval_every=300", f"--model_dir={tmp_path}"]  # at the paper's rate: NaN at 150
+    for _ in range(2):
+        proc = run_cli("cifar_train.py", *command)
+        assert proc.returncode == 2 and "at step 150" in proc.stderr, proc.stderr
+    assert "resuming from ckpt-0, taken before the blow-up (deleted ckpt-100 after it)" in proc.stdout
+    advice = proc.stderr.strip().splitlines()[-1][len("retry with: "):].split()
+    proc = run_cli("cifar_train.py", *command, *advice)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped ckpt-100 (taken on the way to the blow-up" in proc.stdout
+    assert f"resumed from {tmp_path / 'ckpt' / 'ckpt-0'} at step 0" in proc.stdout
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [r["resumed_from"] for r in results["rollbacks"]] == [0, 0]
+    assert [c["step"] for c in results["resume_changes"]] == [0]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--momentum=nan"], "--momentum must be a finite number"),
     (["--weight_decay=nan"], "--weight_decay must be a finite number"),

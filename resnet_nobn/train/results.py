@@ -88,14 +88,16 @@ class Results:
     def train_on(self, step, diverged=None, changes=None):
         """A run that trains on from `step` keeps the evaluations and the training log up to it,
         and records what its resume does: with `diverged` (diverged.json's record), a rollback
-        to `step` past it ({diverged_at, resumed_from, retry_with}: a later start finds it,
-        rundir.pending); `changes` ({field: [there, here]}), the settings it changes, but those
+        to `step` past it ({diverged_at, resumed_from, retry_with, divergence_id}: a later
+        start finds it, rundir.pending); `changes` ({field: [there, here]}), the settings it changes, but those
         recorded already. Returns the entries of `changes` added ({step, field, from, to})."""
         self.keep_history(lambda s: s <= step)
         self.log.resume(self.found, step)
         if diverged is not None:
             self.rollbacks.append(dict(diverged_at=diverged.get("step"), resumed_from=step,
-                                       retry_with=diverged.get("retry_with")))
+                                       retry_with=diverged.get("retry_with"),
+                                       **({"divergence_id": diverged["id"]} if "id" in diverged
+                                          else {})))
         new = [c for c in ({"step": step, "field": k, "from": there, "to": here}
                            for k, (there, here) in (changes or {}).items())
                if c not in self.changes]

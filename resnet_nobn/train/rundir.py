@@ -21,6 +21,7 @@ import re
 import shutil
 import socket
 import time
+import uuid
 
 from resnet_nobn.console import log
 from resnet_nobn.files import atomic_write_json, read_json
@@ -128,14 +129,21 @@ def _divergence_record(record):
 
 def pending(diverged, results):
     """The divergence record `diverged` if the run has not resumed past it yet, else None. The
-    trainer records the rollback (results.json `rollbacks`: the step and the advice) before it
-    deletes diverged.json; a run killed between the two has resumed past it, and is not diverged."""
+    trainer records the rollback (results.json `rollbacks`, with the record's `id`) before it
+    deletes diverged.json; a run killed between the two has resumed past it, and is not diverged.
+    The id tells a stale record from a new divergence at the same step with the same advice (a
+    re-run without the advice diverges where it did before)."""
     if diverged is None:
         return None
     rollbacks = (results or {}).get(ROLLBACKS)
     last = rollbacks[-1] if isinstance(rollbacks, list) and rollbacks else {}
-    done = (isinstance(last, dict) and (last.get("diverged_at"), last.get("retry_with"))
-            == (diverged.get("step"), diverged.get("retry_with")))
+    if not isinstance(last, dict):
+        return diverged
+    if "divergence_id" in last or "id" in diverged:
+        done = last.get("divergence_id") == diverged.get("id")
+    else:  # both written before records had an id: its step and advice tell it, as they could
+        done = ((last.get("diverged_at"), last.get("retry_with"))
+                == (diverged.get("step"), diverged.get("retry_with")))
     return None if done else diverged
 
 
@@ -159,9 +167,11 @@ def retry_flags(model_dir):
 
 
 def write_divergence(model_dir, record):
-    """Writes diverged.json: `record` (resnet_nobn/train/rollback.py `divergence`), timed."""
+    """Writes diverged.json: `record` (resnet_nobn/train/rollback.py `divergence`), timed, with an
+    id of its own that the rollback past it records (`pending`)."""
     atomic_write_json(os.path.join(model_dir, DIVERGED),
-                      dict(record, time=time.strftime("%Y-%m-%d %H:%M:%S")))
+                      dict(record, time=time.strftime("%Y-%m-%d %H:%M:%S"),
+                           id=uuid.uuid4().hex))
 
 
 def clear_divergence(model_dir):

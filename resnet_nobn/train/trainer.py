@@ -230,7 +230,8 @@ class Trainer:
                 gone = self.checkpoints.delete_after(restored.step, run.steps)  # 2
                 log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "
                     f"ckpt-{restored.step}, taken before the blow-up"
-                    + (f" (deleted ckpt-{gone} after it)" if gone else ""), self.chief)
+                    + (f" (deleted {', '.join(f'ckpt-{s}' for s in gone)} after it)" if gone else ""),
+                    self.chief)
             self.checkpoints.track(restored.step)  # 3
         changed = self.results.train_on(self.step, self.plan.diverged if rolled_back else None,
                                         changes)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import resume
+from resnet_nobn.train import resume, rundir
 from resnet_nobn.train.rundir import RunDir
 from tests.helpers import ROOT, tiny_config
 
@@ -79,6 +79,29 @@ def test_a_pending_divergence_rolls_back_past_the_checkpoints_on_the_way_up():
     plan = resume.decide(recorded, dataclasses.replace(cfg, learning_rate=0.005))
     assert plan.action == resume.RESUME and plan.diverged is None
     assert all(why is None for _, why in plan.order)
+
+
+def test_a_new_divergence_where_the_last_one_was_is_pending_though_its_rollback_is_recorded():
+    """A re-run without the advice rolls back and, trained alike, diverges at the same step with
+    the same advice: by step and advice alone its record read as the last rollback's, so the
+    advised re-run resumed from the checkpoint on the way up that the first rollback skipped.
+    diverged.json's id (rundir.write_divergence), which the rollback records, tells them apart;
+    records of before the id are told by step and advice, as they were."""
+    cfg = _cfg(train_steps=8)
+    advice = "--learning_rate=0.005"
+    rolled = {"diverged_at": 9, "resumed_from": 0, "retry_with": advice, "divergence_id": "a"}
+    run = dataclasses.replace(_run(cfg, steps=(8, 0), results={"rollbacks": [rolled]}),
+                              losses={0: 2.0, 8: float("nan")})
+    for diverged, action in (({"step": 9, "retry_with": advice, "id": "b"}, resume.ROLLBACK),
+                             ({"step": 9, "retry_with": advice, "id": "a"}, resume.RESUME),
+                             ({"step": 9, "retry_with": advice}, resume.ROLLBACK)):
+        plan = resume.decide(dataclasses.replace(run, diverged=diverged),
+                             dataclasses.replace(cfg, learning_rate=0.005))
+        assert plan.action == action, diverged
+        assert [s for s, why in plan.order if why is None] == ([0] if action == resume.ROLLBACK
+                                                                else [8, 0])
+    old = {k: v for k, v in rolled.items() if k != "divergence_id"}  # both without an id
+    assert rundir.pending({"step": 9, "retry_with": advice}, {"rollbacks": [old]}) is None
 
 
 def test_a_checkpoint_without_its_index_file_is_skipped_with_the_reason():
