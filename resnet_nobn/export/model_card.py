@@ -67,11 +67,16 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         what = (f"a normalization-free residual network of the shape of {where}, with "
                 f"`--init={m.init} --head={m.head}` (the paper's: identity, random)")
     else:
+        relu = "ReLU" if m.relu_leakiness == 0 else "φ"  # the fork's leaky one: said below
         what = (f"the all-convolutional, normalization-free residual network of {where}: blocks "
-                f"`x + C2(ReLU(C1 x))`, identity init, a fixed random-projection head")
+                f"`x + C2({relu}(C1 x))`, identity init, a fixed random-projection head")
     shape = (f"{len(m.widths)} stages of {flag_text(m.blocks_per_stage)} blocks, widths "
              f"{flag_text(m.widths)}, stem {m.stem_kernel}x{m.stem_kernel}/{m.stem_stride} with "
-             f"{m.stem_width} channels; {num_params:,} trainable parameters"
+             f"{m.stem_width} channels; "
+             + ("every activation a ReLU" if m.relu_leakiness == 0 else
+                f"every activation φ a leaky ReLU of slope {flag_text(m.relu_leakiness)}, as in "
+                "the code the paper forked (the paper writes ReLU)")
+             + f"; {num_params:,} trainable parameters"
              + ("" if paper.paper_shape(config) else f" (the paper's shape is widths "
                 f"{flag_text(recipe.model.widths)}, {flag_text(recipe.model.blocks_per_stage)} "
                 "blocks per stage)"))

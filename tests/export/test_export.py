@@ -237,6 +237,22 @@ def test_the_card_of_the_papers_network_off_its_recipe_is_not_the_papers_setup(t
         assert "Not a Table 2 reproduction (Table 2, row Ours: 6.38% top-1 error)" in card
 
 
+def test_the_card_names_the_activation_the_network_computes(tmp_path):
+    """The card wrote the paper's `x + C2(ReLU(C1 x))` for a network of the fork's leaky ReLU
+    (slope 0.1, the default) and never gave the slope: cards of slopes 0.1 and 0 read the same."""
+    from resnet_nobn import recipes
+    from resnet_nobn.config import TrainConfig
+    from resnet_nobn.export.model_card import model_card
+    paper = recipes.cifar()
+    for slope, formula, said in ((0.1, "`x + C2(φ(C1 x))`", "φ a leaky ReLU of slope 0.1"),
+                                 (0.0, "`x + C2(ReLU(C1 x))`", "every activation a ReLU;")):
+        ran = TrainConfig.from_json(dataclasses.replace(
+            paper, model=dataclasses.replace(paper.model, relu_leakiness=slope),
+            model_dir=str(tmp_path)).to_json())
+        card = model_card(ran, 1, [], None, {}, "names", "E", str(tmp_path), 1)
+        assert formula in card and said in card, card
+
+
 def test_the_card_says_how_much_of_the_split_the_evaluation_it_gives_covered(tmp_path):
     """From the evaluation's own image count: a final --eval_only on the whole test split of a run
     trained with --eval_steps=10 was \"on 10,000 images ... (its first 10 batches of 128)\"."""
