@@ -139,10 +139,13 @@ def config_from_flags(FLAGS) -> TrainConfig:
         names = image_folder.class_names(FLAGS.data_dir) if info.folder else ()  # read once
         model.update(num_classes=len(names) if info.folder else info.num_classes,
                      image_size=info.image_size, init=resolve_init(model["init"], model["norm"]))
+        train = {f.name: _value(f, FLAGS[f.name].value) for f in options(TrainConfig)
+                 if _applies(f, recipe)}
+        for name in ("model_dir", "data_dir"):  # config.json says where, from any directory
+            if (train.get(name) or "").strip():
+                train[name] = os.path.abspath(train[name])
         return dataclasses.replace(
-            recipe, model=dataclasses.replace(recipe.model, **model), class_names=names,
-            **{f.name: _value(f, FLAGS[f.name].value) for f in options(TrainConfig)
-               if _applies(f, recipe)})
+            recipe, model=dataclasses.replace(recipe.model, **model), class_names=names, **train)
     except ValueError as e:  # the checks of config.py, in the words of the command line
         raise UserError(flag_words(e)) from None
 

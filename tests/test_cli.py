@@ -208,6 +208,21 @@ def test_after_a_second_divergence_the_advice_rolls_back_past_it_too(tmp_path):
     assert [c["step"] for c in results["resume_changes"]] == [0]
 
 
+def test_relative_directories_are_recorded_as_the_directories_they_name(tmp_path):
+    """config.json recorded --model_dir and --data_dir as typed: an export run from another
+    directory then looked for the data there, and its card said the dataset was not prepared.
+    They are made absolute once, from where the command runs ('' stays unset)."""
+    code = ("import json, sys; from absl import flags; from resnet_nobn import cli, recipes; "
+            "cli.define_flags(recipes.cifar()); flags.FLAGS(sys.argv[1:]); "
+            "c = cli.config_from_flags(flags.FLAGS); print(json.dumps([c.model_dir, c.data_dir]))")
+    for args, expected in ((["--model_dir=runs/a", "--data_dir=../data"],
+                            [str(tmp_path / "runs" / "a"), str(tmp_path.parent / "data")]),
+                           (["--model_dir=/x/y", "--data_dir="], ["/x/y", ""])):
+        out = subprocess.run([sys.executable, "-c", code, "x", *args], cwd=tmp_path, text=True,
+                             capture_output=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+        assert json.loads(out.stdout) == expected, out.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["--momentum=nan"], "--momentum must be a finite number"),
     (["--weight_decay=nan"], "--weight_decay must be a finite number"),

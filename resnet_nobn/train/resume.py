@@ -96,9 +96,9 @@ def _settings(run, cfg):
     to = dict(t[2:].split("=", 1) for t in advice)  # the advised values
     refused, changes = [], {}
     for name, there, here in differences(old, cfg.to_json()):
-        if name == "eval_only" or (name == "model_dir" and there is not None
-                                   and os.path.normpath(str(there)) == os.path.normpath(here)):
-            continue
+        if name == "eval_only" or (name in ("model_dir", "data_dir") and there and here
+                                   and os.path.abspath(str(there)) == os.path.abspath(here)):
+            continue  # the same directory, recorded as typed (before paths were made absolute)
         if name in RESUMABLE_FIELDS or (name in to and _same(to[name], here)):
             changes[name] = [there, here]
         else:

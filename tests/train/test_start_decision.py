@@ -140,3 +140,17 @@ def test_the_decision_loads_no_tensorflow():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_directory_recorded_as_typed_is_no_change_when_it_names_the_same_one(monkeypatch):
+    """Runs of before config.json's absolute paths recorded --data_dir and --model_dir as typed:
+    resumed from the same directory, they change nothing; from another, the change is recorded."""
+    monkeypatch.chdir("/")
+    cfg = _cfg(data_dir="/work/data")
+    typed = _run(cfg)
+    typed = dataclasses.replace(typed, config={**typed.config, "data_dir": "work/data",
+                                               "model_dir": MODEL_DIR.lstrip("/")})
+    assert resume.decide(typed, cfg).changes == {}
+    monkeypatch.chdir("/tmp")
+    assert resume.decide(typed, cfg).changes == {"data_dir": ["work/data", "/work/data"],
+                                                  "model_dir": ["nonexistent/run", MODEL_DIR]}
