@@ -214,12 +214,12 @@ def markdown_table(rows):
             paper += " ¶"
         label = r["label"] + (" §" if r["partial"] else "") + (" ‡" if r["continued"] else "")
         wall = hms(np.mean(r["wall"])) if r["wall"] else "–"
-        lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_interval(r['top1'])} | "
+        lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_interval(r['top1'], bounds=(0, 100))} | "
                      f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {wall} | {paper} |")
     lines.append("")
     lines.append("Errors and test loss are from the last evaluation of each run, mean ± sample "
                  "standard deviation over the seeds listed, and for top-1 [the 95% interval of "
-                 "the mean] (Student t, n - 1 degrees of freedom); train time is the training "
+                 "the mean] (Student t, n - 1 degrees of freedom, cut to [0, 100]); train time is the training "
                  "loop's (results.json wall_time_s), without start-up, mean over the same seeds.")
     if "resnet" in notes:
         lines.append("† Table 2's ResNet row is a published ResNet, not this BN twin of the "

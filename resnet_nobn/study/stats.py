@@ -48,13 +48,16 @@ def seed_interval(errors_a, errors_b, level=LEVEL):
     return None if bounds is None else (float(d.mean()), *bounds)
 
 
-def mean_interval(values, digits=2):
-    """A table cell: 'mean ± std [low, high]' (the 95% interval), the mean alone for one value."""
+def mean_interval(values, digits=2, bounds=(-math.inf, math.inf)):
+    """A table cell: 'mean ± std [low, high]' (the 95% interval), the mean alone for one value.
+    The interval is cut to `bounds`, where the mean lies (an error rate's [0, 100]): the t
+    interval of two or three seeds can reach past them, which no mean can."""
     if not values:
         return "–"
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
     low, high = interval(values)
+    low, high = max(low, bounds[0]), min(high, bounds[1])
     return (f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f} "
             f"[{low:.{digits}f}, {high:.{digits}f}]")
 

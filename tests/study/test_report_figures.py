@@ -62,6 +62,22 @@ def test_report_intervals_are_student_t_and_the_twin_is_paired_by_seed(tmp_path)
             f"{np.mean(d):+.2f} | [{low:+.2f}, {high:+.2f}] | paired by seed (0,1,2) |") in text
 
 
+def test_a_row_interval_is_cut_where_an_error_rate_ends(tmp_path):
+    """Two seeds' t interval of a mean error reached past 0 and 100% ([57.17, 136.58] was printed
+    for 96.88 ± 4.42): it is cut to [0, 100], and the note says so."""
+    root = str(tmp_path)
+    for seed, top1 in enumerate((0.01, 0.05)):
+        _run(root, "none", seed, top1)
+    for seed, top1 in enumerate((0.93, 0.999)):
+        _run(root, "batch", seed, top1)
+    text, _, _ = report.report(root)
+    low, high = _by_hand([1.0, 5.0])
+    assert low < 0 and f"| 3.00 ± 2.83 [0.00, {high:.2f}] |" in text, text
+    low, high = _by_hand([93.0, 99.9])
+    assert high > 100 and f"| 96.45 ± 4.88 [{low:.2f}, 100.00] |" in text, text
+    assert "(Student t, n - 1 degrees of freedom, cut to [0, 100])" in text
+
+
 def test_a_run_evaluated_on_the_first_batches_of_the_test_split_says_so(tmp_path):
     root = str(tmp_path)
     for seed in (0, 1):  # --eval_steps=5 of batches of 128: 640 of CIFAR-10's 10,000 test images
