@@ -153,6 +153,9 @@ class Trainer:
                 t_log, step_log, window = now, step, dict.fromkeys(steps.LOOP_SUMS, 0.0)
             if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
                 self.save()
+                if self.chief and step < cfg.train_steps:  # the log and time, for a resume
+                    # from it (results.json at train_steps is the final evaluation's: finished)
+                    self.write_results(wall_before + time.time() - t_start, images_per_sec)
             if self.eval_due(step):
                 results = self.evaluate_and_record(writers, wall_before + time.time() - t_start,
                                                    images_per_sec)

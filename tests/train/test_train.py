@@ -132,7 +132,10 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
         value = reader.get_tensor(name)
         if isinstance(value, np.ndarray) and value.dtype.kind == "f":
             assert np.all(np.isfinite(value)), name
-    assert not (tmp_path / "results.json").exists()  # nothing recorded as a result
+    # nothing recorded as a result: the checkpoints' training log only, no error
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["history"] == [] and results["top1_error"] is None
+    assert results["global_step"] == int(latest.rsplit("-", 1)[1])
 
 
 def test_eval_only_evaluates_the_latest_checkpoint(tmp_path):
@@ -369,3 +372,25 @@ def test_a_start_decided_before_another_run_ended_there_is_refused(tmp_path, mon
     # re-run: the finished run, nothing trained again
     assert train_lib.train(tiny_config(tmp_path, train_steps=8, checkpoint_every=2,
                                        eval_every=2))["global_step"] == 8
+
+
+def test_a_run_stopped_before_its_first_evaluation_keeps_its_log_and_time(tmp_path, monkeypatch):
+    """results.json, where the training log and the loop's time carry over to a resume, was
+    written at evaluations only: a run stopped between its checkpoints and its first evaluation
+    resumed with neither (its train_history began at the resume, and wall_time_s, a study's
+    train time, missed that stretch). Each checkpoint before the last records them too."""
+    kw = dict(train_steps=8, checkpoint_every=2, eval_every=6, log_every=1)
+
+    def stopped():
+        raise KeyboardInterrupt  # a stop once step 6 is saved, while it is evaluated
+    first = Trainer(tiny_config(tmp_path, **kw))
+    monkeypatch.setattr(first, "evaluate", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        first.run()
+    monkeypatch.undo()
+    before = json.loads((tmp_path / "results.json").read_text())
+    assert before["global_step"] == 6 and before["history"] == [] and before["wall_time_s"] > 0
+    results = train_lib.train(tiny_config(tmp_path, **kw))  # evaluates 6, trains 7 and 8
+    assert [e["step"] for e in results["train_history"]] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert results["wall_time_s"] > before["wall_time_s"]
+    assert [h["step"] for h in results["history"]] == [6, 8]
