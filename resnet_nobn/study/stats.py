@@ -116,12 +116,13 @@ def twin_table(rows):
     pairs = [(r, t, d) for r, t, d in pairs if d]
     if not pairs:
         return []
-    lines = ["", "The paper's net minus its BN twin, top-1 error (percentage points; below 0: "
-             "the net without BN is better):", "",
+    lines = ["", "The paper's net minus its BN twin, top-1 error (percentage points, the "
+             "interval cut to [−100, 100]; below 0: the net without BN is better):", "",
              "| net − BN twin | dataset | difference | 95% interval | seeds |",
              "| --- | --- | --- | --- | --- |"]
-    for r, t, (mean, ci, how) in pairs:
-        shown = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "– (needs two seeds a side)"
+    for r, t, (mean, ci, how) in pairs:  # a difference of two error rates lies in [-100, 100]
+        shown = (f"[{max(ci[0], -100):+.2f}, {min(ci[1], 100):+.2f}]" if ci else
+                 "– (needs two seeds a side)")
         lines.append(f"| {r['label']} − {t['label']} | {r['shown']} | {mean:+.2f} | {shown} | "
                      f"{how} |")
     return lines

@@ -76,6 +76,9 @@ def test_a_row_interval_is_cut_where_an_error_rate_ends(tmp_path):
     low, high = _by_hand([93.0, 99.9])
     assert high > 100 and f"| 96.45 ± 4.88 [{low:.2f}, 100.00] |" in text, text
     assert "(Student t, n - 1 degrees of freedom, cut to [0, 100])" in text
+    d = [1.0 - 93.0, 5.0 - 99.9]  # the net minus its twin, paired by seed
+    low, high = _by_hand(d)
+    assert low < -100 and f"| {np.mean(d):+.2f} | [-100.00, {high:+.2f}] | paired" in text, text
 
 
 def test_a_run_evaluated_on_the_first_batches_of_the_test_split_says_so(tmp_path):
