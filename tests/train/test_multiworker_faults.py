@@ -37,6 +37,10 @@ def _tf_config(workers, index=0):
                  "task": {"type": "chief", "index": 0}}), "a:1 twice"),
     (json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": ["worker"], "index": 0}}),
      "task type ['worker']"),
+    (json.dumps({"cluster": {"chief": ["a:1", "a:2"], "worker": ["a:3"]},
+                 "task": {"type": "worker", "index": 0}}), "at most one chief"),
+    ("", "TF_CONFIG is not set"),
+    ("  ", "TF_CONFIG is not set"),
 ])
 def test_tf_config_is_checked_whole_before_tensorflow(tf_config, said):
     with pytest.raises(UserError) as e:
