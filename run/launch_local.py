@@ -120,7 +120,7 @@ def _watch(procs):
     return exited
 
 
-def stop(procs, grace, signals=None, handled=0):
+def stop(procs, grace=10.0, signals=None, handled=0):
     """SIGTERM to the workers still running, SIGKILL after `grace` seconds, or at once when
     `signals` holds more than the `handled` signals already said (a second Ctrl-C); waits for
     all."""
