@@ -27,8 +27,11 @@ def prepare_data_command(name, data_dir="DIR"):
 
 def first_line(e, limit=200):
     """The informative line of an error, at most `limit` characters: not TensorFlow's "Graph
-    execution error:" or a traceback; the error's type if it has no text."""
-    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    execution error:" or a traceback, nor the `{{function_node ...}}` an eager op's error starts
+    with; the error's type if it has no text."""
+    lines = [re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line.strip())
+             for line in str(e).strip().splitlines()]
+    lines = [line for line in lines if line]
     skip = ("Graph execution error", "Detected at node", "File ", "Traceback", "[[", "{{")
     useful = [line for line in lines if not line.startswith(skip)]
     return (useful or lines or [type(e).__name__])[0][:limit]

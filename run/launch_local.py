@@ -6,8 +6,11 @@
 
 For trying multi-worker training out and for tests; a real cluster runs the training command once
 per machine (docs/imagenet_and_multiworker.md). Every worker gets a free 127.0.0.1 port and the
-same cluster; worker 0 is the chief. Each output line is prefixed with `[worker i]`. If a worker fails, the others are
-stopped and the launcher exits with the failed worker's status; it exits 0 when all succeed.
+same cluster; worker 0 is the chief. Each output line is prefixed with `[worker i]`. The first
+worker to fail, whichever it is, is named and the others are stopped; the launcher exits with its
+status (128+N for a worker killed by signal N, as the shell says it), or 0 when all succeed.
+SIGTERM or Ctrl-C is a preemption: every worker saves a checkpoint at a common step and stops
+(TERM_GRACE seconds before SIGKILL); a second Ctrl-C kills them at once. Exit status 143 or 130.
 Re-running the same command resumes from the last checkpoint in --model_dir.
 
 Distributed TensorFlow is unauthenticated: anyone who can reach these ports can talk to the
@@ -16,6 +19,7 @@ workers. Loopback is private to this machine; on a cluster use a trusted network
 import argparse
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -25,11 +29,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS_PER_CPU = 4     # each worker is a whole TensorFlow process: more only thrash the machine
-TERM_GRACE = 300.0      # seconds the workers get to save their preemption checkpoint on SIGTERM
-
-
-class Terminated(Exception):
-    """The launcher got SIGTERM (a scheduler's preemption notice)."""
+TERM_GRACE = 300.0      # seconds the workers get to save a preemption checkpoint (SIGTERM, Ctrl-C)
 
 
 def max_workers():
@@ -81,18 +81,62 @@ def _pump(stream, prefix):
     stream.close()
 
 
-def stop(procs, grace=10.0):
-    """SIGTERM to the workers still running, SIGKILL after `grace` seconds; waits for all."""
+def status_of(returncode):
+    """(exit status as the shell reports it, how the worker ended in words): a worker killed by
+    signal N (Popen's returncode -N) has status 128+N, and the signal is named."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return 128 - returncode, f"was killed by {name} (status {128 - returncode})"
+    return returncode, f"exited with status {returncode}"
+
+
+class _Signals:
+    """SIGINT (Ctrl-C) and SIGTERM, noted as they come (`got`) instead of raised: the launcher
+    checks for them between waits, so that a second Ctrl-C while it stops the workers is one
+    line, never a KeyboardInterrupt traceback. A SIGTERM after the first signal is not noted: a
+    scheduler may send it to the launcher twice (directly and to its process group), and the
+    workers' checkpoint must not be cut short."""
+
+    def __init__(self):
+        self.got = []
+        signal.signal(signal.SIGINT, lambda *_: self.got.append(signal.SIGINT))
+        signal.signal(signal.SIGTERM, lambda *_: self.got.append(signal.SIGTERM) if not self.got
+                      else None)
+
+
+def _watch(procs):
+    """A queue that gets each worker's index as it exits, in the order they exit (one thread per
+    worker waits for it), so that the first worker to fail is the one named, whichever it is."""
+    exited = queue.Queue()
+
+    def wait(i, p):
+        p.wait()
+        exited.put(i)
+    for i, p in enumerate(procs):
+        threading.Thread(target=wait, args=(i, p), daemon=True).start()
+    return exited
+
+
+def stop(procs, grace=10.0, signals=None, handled=0):
+    """SIGTERM to the workers still running, SIGKILL after `grace` seconds, or at once when
+    `signals` holds more than the `handled` signals already said (a second Ctrl-C); waits for
+    all."""
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
     deadline = time.time() + grace
+    while any([p.poll() is None for p in procs]) and time.time() < deadline:
+        if signals and len(signals.got) > handled:
+            print("[launch] interrupted; killing the workers (SIGKILL)", flush=True)
+            break
+        time.sleep(0.1)
     for p in procs:
-        try:
-            p.wait(max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
+        if p.poll() is None:
             p.kill()
-            p.wait()
+        p.wait()
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -130,57 +174,51 @@ def main(argv=None):
               file=sys.stderr, flush=True)
         return 2
 
-    def on_sigterm(*_):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the workers are being stopped
-        raise Terminated
-    signal.signal(signal.SIGTERM, on_sigterm)
-
+    signals = _Signals()
     ports = free_ports(args.num_workers)
     ncpu = os.cpu_count() or 1
     print(f"[launch] {args.num_workers} workers on 127.0.0.1 ports {ports}; worker 0 is the chief",
           flush=True)
     procs, pumps = [], []
-    status = 0
     t0 = time.time()
-    try:
-        for i in range(args.num_workers):
-            p = start_worker(command, ports, i, args.threads_per_worker or None,
-                             {i % ncpu} if args.pin_cpus else None,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            procs.append(p)
-            t = threading.Thread(target=_pump, args=(p.stdout, f"[worker {i}]"), daemon=True)
-            t.start()
-            pumps.append(t)
-        while any(p.poll() is None for p in procs):
-            failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode not in (None, 0)]
-            if failed:
-                i, status = failed[0]
-                print(f"[launch] worker {i} exited with status {status}; stopping the others",
-                      flush=True)
-                break
-            if args.timeout and time.time() - t0 > args.timeout:
-                print(f"[launch] timeout after {args.timeout:.0f} s; stopping the workers", flush=True)
-                status = 124
-                break
-            time.sleep(0.2)
-    except KeyboardInterrupt:
-        print("[launch] interrupted; stopping the workers", flush=True)
-        status = 130
-    except Terminated:  # forwarded: every worker saves a checkpoint at a common step and stops
-        print("[launch] SIGTERM: forwarded to the workers, which save a checkpoint and stop",
-              flush=True)
-        status = 128 + signal.SIGTERM
-        stop(procs, grace=TERM_GRACE)
-    stop(procs)
+    for i in range(args.num_workers):
+        p = start_worker(command, ports, i, args.threads_per_worker or None,
+                         {i % ncpu} if args.pin_cpus else None,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        procs.append(p)
+        t = threading.Thread(target=_pump, args=(p.stdout, f"[worker {i}]"), daemon=True)
+        t.start()
+        pumps.append(t)
+    exited, done = _watch(procs), 0
+    status, grace, handled = 0, 10.0, 0  # a failed worker's peers: SIGKILL after 10 s
+    while True:
+        if signals.got:  # Ctrl-C is a preemption too: every worker saves a checkpoint and stops
+            print("[launch] interrupted; stopping the workers, which save a checkpoint and stop "
+                  "(Ctrl-C again kills them)" if signals.got[0] == signal.SIGINT else
+                  "[launch] SIGTERM: forwarded to the workers, which save a checkpoint and stop",
+                  flush=True)
+            status, grace, handled = 128 + signals.got[0], TERM_GRACE, 1
+            break
+        if done == len(procs):
+            break
+        if args.timeout and time.time() - t0 > args.timeout:
+            print(f"[launch] timeout after {args.timeout:.0f} s; stopping the workers", flush=True)
+            status = 124
+            break
+        try:
+            i = exited.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        done += 1
+        if signals.got:  # a signal came while this worker exited (Ctrl-C in a terminal reaches
+            continue     # every worker too): the signal is said
+        if procs[i].returncode != 0:  # the first worker to fail, whichever it is
+            status, said = status_of(procs[i].returncode)
+            print(f"[launch] worker {i} {said}; stopping the others", flush=True)
+            break
+    stop(procs, grace, signals, handled)
     for t in pumps:
         t.join(timeout=5)
-    if status == 0:
-        failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
-        if failed:
-            i, status = failed[0]
-            print(f"[launch] worker {i} exited with status {status}", flush=True)
-    if status < 0:  # killed by a signal
-        status = 128 - status
     print(f"[launch] done, status {status}", flush=True)
     return status
 

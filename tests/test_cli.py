@@ -339,6 +339,11 @@ def test_an_error_line_quotes_tensorflows_informative_line_not_its_preamble():
                        "\t [[{{node save/RestoreV2}}]]")
     assert first_line(graph) == ("Unsuccessful TensorSliceReader constructor: ckpt-4.index is "
                                  "truncated")
+    eager = RuntimeError("{{function_node __wrapped__CollectiveBcastSend_device_/job:worker}} "
+                         "Collective ops is aborted by: Error reported from /job:worker/task:1\n"
+                         "/job:worker/replica:0/task:1 [Op:CollectiveBcastSend]")
+    assert first_line(eager) == ("Collective ops is aborted by: Error reported from "
+                                 "/job:worker/task:1")
     assert first_line(KeyError()) == "KeyError"
     assert first_line(OSError("x" * 500), 160) == "x" * 160
 

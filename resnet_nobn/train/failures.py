@@ -41,8 +41,9 @@ def explain(e, cfg: TrainConfig, inp=None, peer=None):
     TensorFlow's errors, or `e` itself when it is none of the faults above: a bug, its traceback
     is wanted; whether the fault ends the run where a new run's directory is cleaned up: a full
     disk, memory, a refused write, whose line the trainer ends with what it left behind).
-    `inp`: the run's input (None if not made yet); `peer`: (step, newest checkpoint's name or
-    None) when a peer worker is gone (`peer_gone`), else None."""
+    `inp`: the run's input (None if not made yet); `peer`: (step, or None before the first step
+    (the run was being built); newest checkpoint's name or None) when a peer worker is gone
+    (`peer_gone`), else None."""
     refused = _refused(e, cfg)
     disk = disk_full(e, cfg.model_dir, "free space there or give another --model_dir")
     if disk:
@@ -63,7 +64,8 @@ def explain(e, cfg: TrainConfig, inp=None, peer=None):
     step, latest = peer
     resume_from = (os.path.join(cfg.model_dir, CKPT, latest) if latest
                    else "the beginning (no checkpoint yet)")
-    return UserError(f"another worker failed or became unreachable near step {step} "
+    when = f"near step {step}" if step is not None else "before the first step"
+    return UserError(f"another worker failed or became unreachable {when} "
                      f"({type(e).__name__}: {first_line(e)}); restart every worker with the same "
                      f"command to resume from {resume_from}"), False
 

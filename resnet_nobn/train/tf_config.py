@@ -1,8 +1,9 @@
 """TF_CONFIG and the timeouts of a multi-worker run, checked before TensorFlow starts: one
-UserError line for a TF_CONFIG that is not JSON, has no cluster or task, names a task that is not
-in the cluster (or by an index that is no integer), gives an entry that is not an ASCII host:port
-or one host:port to two tasks, a task whose port is already in use, and a timeout that is not a
-number of seconds. No TensorFlow: resnet_nobn/train/cluster.py runs the cluster.
+UserError line for a TF_CONFIG that is not set or not JSON, has no cluster or task or more than
+one chief, names a task that is not in the cluster (or by an index that is no integer), gives an
+entry that is not an ASCII host:port or one host:port to two tasks, a task whose port is already
+in use, and a timeout that is not a number of seconds. No TensorFlow: resnet_nobn/train/cluster.py
+runs the cluster.
 """
 import json
 import os
@@ -24,6 +25,13 @@ def timeouts(environ=None):
 def parse_tf_config(text=None):
     """(cluster dict, task_type, task_id) from TF_CONFIG; UserError with the reason if malformed."""
     text = os.environ.get("TF_CONFIG", "") if text is None else text
+    if not text.strip():
+        example = ('{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                   '"task": {"type": "worker", "index": 0}}')
+        raise UserError(f"TF_CONFIG is not set: --strategy=multi_worker needs it in every worker's "
+                        f"environment (e.g. export TF_CONFIG='{example}', "
+                        "docs/imagenet_and_multiworker.md), or start the workers on this machine "
+                        "with run/launch_local.py")
     try:
         cfg = json.loads(text)
     except ValueError as e:
@@ -43,6 +51,9 @@ def parse_tf_config(text=None):
             raise UserError(f"TF_CONFIG cluster[{job!r}] must be a non-empty list of host:port")
         for a in addresses:
             _split_address(a, job)
+    if len(cluster.get("chief", [])) > 1:  # TensorFlow's ValueError, after it loaded
+        raise UserError(f"TF_CONFIG cluster['chief'] lists {len(cluster['chief'])} tasks; a "
+                        "cluster has at most one chief: list the others under 'worker'")
     if not isinstance(task, dict) or "type" not in task or "index" not in task:
         raise UserError(f"TF_CONFIG has no 'task' with 'type' and 'index' (which task this process "
                         f"is); {example}")

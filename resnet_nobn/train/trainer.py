@@ -399,8 +399,9 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
 
     The chief holds model_dir's lock for the run, and refuses to start if the run directory
     changed after it was read (another process trained there until the lock was free).
-    File-system failures (a model_dir that is a file, a broken link or read-only, a full disk)
-    and memory exhaustion end it with one line (UserError, resnet_nobn/train/failures.py); a new
+    File-system failures (a model_dir that is a file, a broken link or read-only, a full disk),
+    memory exhaustion and a peer worker lost (mid-run, or while the run is built: the broadcast
+    of the initial weights) end it with one line (UserError, resnet_nobn/train/failures.py); a new
     run that saved nothing but its initialisation leaves no model_dir behind, and one that did
     keeps it.
     """
@@ -416,7 +417,8 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     new = not os.path.exists(cfg.model_dir)
     trainer = None
     try:
-        trainer = Trainer(cfg, strategy, plan)
+        strategy = strategy or cluster.make_strategy(cfg.strategy)  # a peer lost from here on
+        trainer = Trainer(cfg, strategy, plan)                       # is said in one line
         with rundir.locked(cfg.model_dir) if trainer.chief else contextlib.nullcontext():
             if trainer.chief and rundir.stamp(cfg.model_dir) != trainer.plan.run.stamp:
                 # the start was decided before the lock: another run wrote there in between
@@ -428,13 +430,14 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
         raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
                         "its checkpoints); wait for that run or use another --model_dir") from None
     except (tf.errors.OpError, OSError, MemoryError) as e:
-        peer = trainer is not None and failures.peer_gone(
-            e, cluster.is_multi_worker(trainer.strategy))
-        if peer:
+        peer = strategy is not None and failures.peer_gone(e, cluster.is_multi_worker(strategy))
+        if peer and trainer is not None:
             trainer.checkpoints.remove_scratch()
-        said, clean_up = failures.explain(e, cfg, trainer and trainer.input,
-                                          (trainer.step, trainer.checkpoints.latest()) if peer
-                                          else None)
+        if peer:  # before the first step (trainer not built yet): the newest checkpoint on disk
+            saved = rundir.steps_on_disk(os.path.join(cfg.model_dir, rundir.CKPT))
+            peer = ((trainer.step, trainer.checkpoints.latest()) if trainer is not None
+                    else (None, f"ckpt-{saved[0]}" if saved else None))
+        said, clean_up = failures.explain(e, cfg, trainer and trainer.input, peer or None)
         if said is e:
             raise
         if clean_up:

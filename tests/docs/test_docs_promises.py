@@ -139,6 +139,8 @@ def test_every_entry_point_says_a_flag_error_in_one_line_before_tensorflow(tmp_p
     ({"TF_CONFIG": "{not json"}, "TF_CONFIG"),
     ({"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}'},
      "TF_CONFIG"),
+    ({"TF_CONFIG": '{"cluster": {"chief": ["a:1", "a:2"], "worker": ["a:3"]}, '
+                   '"task": {"type": "worker", "index": 0}}'}, "at most one chief"),
     ({"RESNET_NOBN_CONNECT_TIMEOUT": "-1"}, "RESNET_NOBN_CONNECT_TIMEOUT"),  # no TF_CONFIG set
     ({"RESNET_NOBN_HEARTBEAT_TIMEOUT": "soon"}, "RESNET_NOBN_HEARTBEAT_TIMEOUT"),
 ])
@@ -149,6 +151,19 @@ def test_bad_cluster_settings_are_one_line_before_tensorflow_loads(tmp_path, env
                           timeout=60, env=dict(base, PYTHONPATH=_without_tensorflow(tmp_path), **env))
     _one_error_line(proc, fragment)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_seconds_the_multiworker_guide_gives_are_the_codes():
+    """docs/imagenet_and_multiworker.md: the launcher's grace before SIGKILL on SIGTERM and Ctrl-C
+    (run/launch_local.py's TERM_GRACE) and the heartbeat timeout through which a dead worker 1 was
+    noticed (resnet_nobn/train/tf_config.py's default)."""
+    sys.path.insert(0, os.path.join(ROOT, "run"))
+    import launch_local
+    from resnet_nobn.train.tf_config import TIMEOUTS
+    text = " ".join(dict(_docs())["imagenet_and_multiworker.md"].split())
+    assert f"so is Ctrl-C (exit 130); the workers get {launch_local.TERM_GRACE:.0f} s to save" in text
+    assert f"heartbeat (timeout {TIMEOUTS['RESNET_NOBN_HEARTBEAT_TIMEOUT']:.0f} s," in text
+    assert "SIGKILLed worker 1 by the chief after 20 s and 40 s" in text  # not the 2-10 s once said
 
 
 def test_data_dir_without_the_dataset_is_exactly_one_line(tmp_path):

@@ -1,11 +1,13 @@
-"""The entry points as processes: run/launch_local.py bounds --num_workers
-and forwards SIGTERM to the workers (which save a checkpoint and stop); an address-space limit
-too small for TensorFlow is one line."""
+"""The entry points as processes: run/launch_local.py bounds --num_workers, forwards SIGTERM and
+Ctrl-C to the workers (which save a checkpoint and stop; a second Ctrl-C kills them, in one line)
+and names the first worker to fail, whichever it is; an address-space limit too small for
+TensorFlow is one line."""
 import glob
 import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from tests.helpers import signal_when
@@ -39,6 +41,84 @@ def test_sigterm_to_the_launcher_is_forwarded_as_a_preemption(tmp_path):
     assert "stopped by SIGTERM at step" in text, text[-3000:]
     assert proc.returncode == 128 + signal.SIGTERM, text[-3000:]
     assert [p for p in glob.glob(str(model_dir / "ckpt" / "ckpt-*.index")) if not p.endswith("-0.index")]
+
+
+# A stand-in worker for the launcher's own tests (no TensorFlow): it reads its index from
+# TF_CONFIG, prints `ready`, then does what FAKE_WORKER_<index> says (a Python statement); on
+# SIGTERM it "saves a checkpoint" for FAKE_SAVE seconds and exits 0.
+FAKE_WORKER = """
+import json, os, signal, sys, time
+i = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+def on_term(*_):
+    print("saving", flush=True)
+    time.sleep(float(os.environ.get("FAKE_SAVE", "0")))
+    print("saved", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+exec(os.environ.get(f"FAKE_WORKER_{i}", "time.sleep(120)"))
+"""
+
+
+def _launch(num_workers=2, **env):
+    return subprocess.Popen([sys.executable, LAUNCH, f"--num_workers={num_workers}", "--", "-c",
+                             FAKE_WORKER], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ, **env))
+
+
+def _finish(proc, timeout):
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("last, status, said", [
+    ("sys.exit(3)", 3, "worker 2 exited with status 3"),
+    ("os.kill(os.getpid(), signal.SIGKILL)", 137, "worker 2 was killed by SIGKILL (status 137)")])
+def test_a_worker_other_than_the_chief_that_fails_stops_the_launcher_at_once(last, status, said):
+    t0 = time.time()
+    proc = _launch(3, FAKE_WORKER_2=last)  # workers 0 and 1 would run for 120 s
+    out = _finish(proc, 60)
+    assert proc.returncode == status, out
+    assert f"[launch] {said}; stopping the others" in out, out
+    assert time.time() - t0 < 30, out  # not when worker 0 ends
+
+
+def test_ctrl_c_gives_the_workers_the_sigterm_grace_to_save():
+    proc = _launch(FAKE_SAVE="12")  # a save longer than the 10 s the launcher once gave Ctrl-C
+    out, _ = signal_when(proc, lambda lines: sum("ready" in l for l in lines) == 2, signal.SIGINT,
+                         wait=60)
+    assert proc.returncode == 130, out
+    assert "[launch] interrupted; stopping the workers" in out, out
+    assert out.count("saved") == 2 and "Traceback" not in out, out
+
+
+def test_a_second_ctrl_c_kills_the_workers_in_one_line():
+    proc = _launch(FAKE_SAVE="100")
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if sum("ready" in l for l in lines) == 2:
+                break
+        proc.send_signal(signal.SIGINT)
+        for line in proc.stdout:
+            lines.append(line)
+            if sum("saving" in l for l in lines) == 2:
+                break
+        t0 = time.time()
+        proc.send_signal(signal.SIGINT)
+        out = "".join(lines) + _finish(proc, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and time.time() - t0 < 10, out
+    assert "[launch] interrupted; killing the workers (SIGKILL)" in out, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
 
 
 def test_an_address_space_limit_too_small_for_tensorflow_is_one_line(tmp_path):

@@ -155,11 +155,23 @@ def _run_one(tf_config, tmp_path, timeout=90, env=None):
     ('{"cluster": {"worker": ["127.0.0.1:1"]}}', "no 'task'"),
     ('{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 2}}',
      "out of range"),
+    ('{"cluster": {"chief": ["127.0.0.1:1", "127.0.0.1:2"], "worker": ["127.0.0.1:3"]}, '
+     '"task": {"type": "worker", "index": 0}}', "at most one chief"),
 ])
 def test_malformed_tf_config_is_one_line_error(tf_config, expected, tmp_path):
     code, err, _ = _run_one(tf_config, tmp_path)
     assert code == 2 and expected in err, err
     assert "Traceback" not in err
+
+
+def test_multi_worker_without_tf_config_says_it_is_not_set(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    p = subprocess.run([sys.executable, "run/imagenet_train.py", *TINY, "--strategy=multi_worker",
+                        "--train_steps=2", f"--model_dir={tmp_path / 'bad'}"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=90)
+    assert p.returncode == 2 and p.stderr.startswith("error: TF_CONFIG is not set"), p.stderr
+    assert "run/launch_local.py" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "bad").exists()
 
 
 def test_port_in_use_is_reported(tmp_path):

@@ -1,6 +1,7 @@
-"""Multi-worker faults: a TF_CONFIG checked whole before TensorFlow starts, and workers started
+"""Multi-worker faults: a TF_CONFIG checked whole before TensorFlow starts, workers started
 with other settings than the chief's, stopped before the first step with one line naming the
-flag (no TensorFlow traceback, nothing recorded)."""
+flag (no TensorFlow traceback, nothing recorded), and a worker that fails before the first step,
+of which the chief says one line."""
 import json
 import os
 import subprocess
@@ -37,6 +38,10 @@ def _tf_config(workers, index=0):
                  "task": {"type": "chief", "index": 0}}), "a:1 twice"),
     (json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": ["worker"], "index": 0}}),
      "task type ['worker']"),
+    (json.dumps({"cluster": {"chief": ["a:1", "a:2"], "worker": ["a:3"]},
+                 "task": {"type": "worker", "index": 0}}), "at most one chief"),
+    ("", "TF_CONFIG is not set"),
+    ("  ", "TF_CONFIG is not set"),
 ])
 def test_tf_config_is_checked_whole_before_tensorflow(tf_config, said):
     with pytest.raises(UserError) as e:
@@ -99,3 +104,54 @@ def test_a_worker_whose_chief_is_killed_says_one_line_and_no_tensorflow_log(tmp_
     assert procs[1].returncode == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: another worker failed"), err
+
+
+# Worker 1 fails as one whose --data_dir does not exist on its machine does: in making its input,
+# after the workers connected and compared their settings, while the chief broadcasts the initial
+# weights (test-only wrapper of the entry point).
+FAILS_AT_INPUT = r"""
+import json, os, runpy, sys
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))  # as `python run/x.py` does
+import _start  # before TensorFlow loads, as in the entry point
+from resnet_nobn.console import quiet_stderr
+from resnet_nobn.errors import UserError
+with quiet_stderr():  # TensorFlow's start-up lines, as in the entry point
+    from resnet_nobn.data import inputs
+if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+    def make_input(cfg):
+        raise UserError("--data_dir=/nonexistent is not a directory")
+    inputs.make_input = make_input
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_worker_that_fails_before_the_first_step_stops_the_chief_in_one_line(tmp_path):
+    model_dir = tmp_path / "run"
+    ports = launch_local.free_ports(2)
+    procs = []
+    for i in range(2):
+        env = dict(launch_local.worker_env(ports, i), RESNET_NOBN_CONNECT_TIMEOUT="120",
+                   RESNET_NOBN_HEARTBEAT_TIMEOUT="5")
+        env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user has it
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", FAILS_AT_INPUT, "run/imagenet_train.py", *TINY,
+             f"--model_dir={model_dir}"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=150))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    (_, err0), (_, err1) = outs
+    assert procs[1].returncode == 2 and "/nonexistent is not a directory" in err1, err1
+    assert procs[0].returncode == 2, err0
+    lines = err0.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: another worker failed or became unreachable before the first step"), err0
+    assert "Collective ops is aborted" in lines[0] and "resume from the beginning" in lines[0], err0
+    assert not model_dir.exists()  # nothing written
