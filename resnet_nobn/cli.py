@@ -6,7 +6,7 @@ the field's: resnet_nobn/config.py; absl enforces the bounds and choices while p
 `config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are all
 the others. Nothing else reads FLAGS. The training main (resnet_nobn/train/main.py) does all of this
 before TensorFlow is imported, so a bad flag is said at once (one line, exit status 2).
-`start(main)` is how every absl entry point under run/ starts: `parse_flags` says absl's own errors
+`start(main)` is how every absl entry point under run/ (and bench/) starts: `parse_flags` says absl's own errors
 (a flag that does not parse, a missing required flag, a flagfile that cannot be read) and a
 `UsageError` in one line too.
 """
@@ -87,7 +87,9 @@ def define_flags(recipe: TrainConfig):
         text = (blocks_text(value) if m.get("one_for_all") else flag_text(value)
                 if isinstance(value, tuple) else value)
         default = m.get("flag_default", text)
-        help_text = m["help"] + (f" [{m['unit']}]" if m["unit"] else "")
+        help_text = " ".join([m["help"], *(sentence for dataset, sentence in m.get("help_for", ())
+                                           if dataset in datasets_of(recipe))])
+        help_text += f" [{m['unit']}]" if m["unit"] else ""
         choices = datasets_of(recipe) if f.name == "dataset" else m.get("flag_choices", m["choices"])
         if choices:
             flags.DEFINE_enum(f.name, default, choices, help_text)

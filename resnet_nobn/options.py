@@ -39,7 +39,8 @@ def flag_words(error):
 def option(default, help, unit=None, lower=None, upper=None, choices=None, check=None, **flag):
     """A field that is a command-line option: `help` and `unit` for --help; `lower`/`upper`
     bounds, `choices`, and `check` = (predicate, message) are its checks; `flag` holds what only
-    the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage)."""
+    the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage,
+    `help_for`: (dataset, sentence) pairs added to the help where the entry point trains it)."""
     return dataclasses.field(default=default, metadata=dict(
         help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, **flag))
 

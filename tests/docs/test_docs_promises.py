@@ -171,7 +171,8 @@ def test_no_doc_or_message_names_a_command_this_environment_lacks():
             assert not tfds_build.search(f.read()), path
 
 
-@pytest.mark.parametrize("script, other", [("imagenet_train.py", ("CIFAR", "Table 1", "32x32")),
+@pytest.mark.parametrize("script, other", [("imagenet_train.py", ("CIFAR", "Table 1", "32x32",
+                                                                  "image_folder")),
                                            ("cifar_train.py", ("ImageNet", "Section 4.2"))])
 def test_each_training_entry_point_helps_with_its_own_recipe(script, other):
     proc = run_cli(script, "--help")
