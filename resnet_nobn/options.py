@@ -74,7 +74,8 @@ def check(obj):
             raise ValueError(f"--{f.name}={v!r} is not a list of integers; give a tuple, e.g. "
                              f"{f.default!r}")
         if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"--{f.name} must be a finite number")
+            example = f.default if isinstance(f.default, (int, float)) else 1  # None: unset
+            raise ValueError(f"--{f.name} must be a finite number, e.g. {example:g}")
         if isinstance(v, float) and abs(v) > FLOAT32_MAX:  # the network computes in float32
             raise ValueError(f"--{f.name}={v:g} is beyond float32's range (at most "
                              f"{FLOAT32_MAX:.4g})")
