@@ -59,7 +59,7 @@ def count(cfg, strategy):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--widths", default="8,16,32", help="channels of each stage")
     parser.add_argument("--blocks", type=int, default=1, help="residual blocks per stage")
     parser.add_argument("--norm", choices=("none", "batch", "both"), default="both")

@@ -229,6 +229,6 @@ def define_flags():
 
 
 if __name__ == "__main__":
-    from absl import app
+    from resnet_nobn import cli
     define_flags()
-    app.run(main)
+    cli.start(main)  # --help exits 0; a bad flag is one line

@@ -104,7 +104,7 @@ def row_cost(recipe, norms, seeds, count=profiled_flops):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpu", default="NVIDIA A100, float32")
     parser.add_argument("--gpu_tflops", type=float, default=A100_FP32_TFLOPS,
                         help="the GPU's peak, TFLOP/s")

@@ -292,7 +292,7 @@ def make_reference(cfg, train, run):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="folder holding Fashion-MNIST's idx files")
     parser.add_argument("--plan", required=True, help="JSON list of runs (this docstring)")
     parser.add_argument("--out", required=True, help="folder for results_I.json")

@@ -68,7 +68,7 @@ def gap(a, b):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", required=True, help="bench/jax_study.py's records (JSON list)")
     parser.add_argument("--pairs", default="", help="A:B,... conditions to compare (A minus B)")
     args = parser.parse_args()

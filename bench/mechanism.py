@@ -13,9 +13,10 @@ import json
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from resnet_nobn import cli  # noqa: E402
 from resnet_nobn.study import events  # noqa: E402  (no TensorFlow)
 
 flags.DEFINE_list("runs", None, "LABEL:MODEL_DIR pairs, one line each in the figure.")
@@ -71,4 +72,4 @@ def main(argv):
 FLAGS = flags.FLAGS
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.start(main)  # --help exits 0; a bad flag is one line

@@ -17,9 +17,10 @@ import os
 import sys
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from resnet_nobn import cli  # noqa: E402
 from resnet_nobn.study.stats import paired_interval, seed_interval  # noqa: E402
 
 flags.DEFINE_list("a", None, "Side A: model_dirs of finished runs, one per seed.")
@@ -80,4 +81,4 @@ def main(argv):
 FLAGS = flags.FLAGS
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.start(main)  # --help exits 0; a bad flag is one line

@@ -172,7 +172,7 @@ def write(found, steps, path=recipes.MEASURED_FILE):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--from_runs", help="print MEASURED's entries from the runs under this --root")
     p.add_argument("--blocks", default="1,3,9", help="with --from_runs: depths, comma list")
     p.add_argument("--seeds", default="3,5", help="with --from_runs: seeds, comma list")

@@ -296,7 +296,7 @@ def figure_long(args, path):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", required=True, help="directory of the runs (one model_dir each)")
     p.add_argument("--data_dir", help="tfds data_dir holding --dataset (see above)")
     p.add_argument("--dataset", default="fashion_mnist", help="the runs' --dataset")

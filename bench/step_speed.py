@@ -62,7 +62,7 @@ def measure(cfg, steps):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10, help="timed steps (one compiled loop)")
     parser.add_argument("--batch_size", type=int, default=128)
     parser.add_argument("--peak_tflops", type=float, default=None,

@@ -71,7 +71,7 @@ def run_one(mutation, timeout):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=2, help="mutations run at once, one thread each (default 2)")
     p.add_argument("--only", default="", help="comma-separated mutation names")
     p.add_argument("--timeout", type=float, default=900, help="seconds per run")

@@ -2,11 +2,12 @@
 TrainConfig and ModelConfig, its default from a recipe (resnet_nobn/recipes.py).
 
 `define_flags(recipe)` makes the flags from the dataclass fields (help, unit, bounds and choices are
-the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing);
+the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing, and
+`advise` makes a refused --dataset of the other entry point name that entry point);
 `config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are all
 the others. Nothing else reads FLAGS. The training main (resnet_nobn/train/main.py) does all of this
 before TensorFlow is imported, so a bad flag is said at once (one line, exit status 2).
-`start(main)` is how every absl entry point under run/ starts: `parse_flags` says absl's own errors
+`start(main)` is how every absl entry point under run/ (and bench/) starts: `parse_flags` says absl's own errors
 (a flag that does not parse, a missing required flag, a flagfile that cannot be read) and a
 `UsageError` in one line too.
 """
@@ -87,10 +88,15 @@ def define_flags(recipe: TrainConfig):
         text = (blocks_text(value) if m.get("one_for_all") else flag_text(value)
                 if isinstance(value, tuple) else value)
         default = m.get("flag_default", text)
-        help_text = m["help"] + (f" [{m['unit']}]" if m["unit"] else "")
+        help_text = " ".join([m["help"], *(sentence for dataset, sentence in m.get("help_for", ())
+                                           if dataset in datasets_of(recipe))])
+        help_text += f" [{m['unit']}]" if m["unit"] else ""
         choices = datasets_of(recipe) if f.name == "dataset" else m.get("flag_choices", m["choices"])
         if choices:
             flags.DEFINE_enum(f.name, default, choices, help_text)
+            if f.name == "dataset":  # another recipe's dataset: its entry point says the fix
+                advise("dataset", {d.name: f"train it with python {d.entry_point}"
+                                   for d in DATASETS.values() if d.name not in choices})
         elif isinstance(f.default, bool):
             flags.DEFINE_bool(f.name, default, help_text)
         elif isinstance(f.default, int) or int in typing.get_args(f.type):  # int, int | None
@@ -102,6 +108,29 @@ def define_flags(recipe: TrainConfig):
         else:  # strings, and tuples as comma lists
             flags.DEFINE_string(f.name, default, help_text)
         flags.FLAGS.register_key_flag_for_module(caller, flags.FLAGS[f.name])
+
+
+class _AdvisedEnum(flags.EnumParser):
+    """absl's enum parser, whose refusal of a value in `advice` ends with its fix."""
+
+    def __init__(self, parser, advice):
+        super().__init__(parser.enum_values, parser.case_sensitive)
+        self.advice = advice
+
+    def parse(self, argument):
+        try:
+            return super().parse(argument)
+        except ValueError as e:
+            if argument in self.advice:
+                raise ValueError(f"{e}; {self.advice[argument]}") from None
+            raise
+
+
+def advise(name, advice):
+    """Makes the refusal of enum flag --name's value v also say advice[v], the fix (a value of
+    another entry point's: `{"imagenet2012": "train it with python run/imagenet_train.py"}`)."""
+    flag = flags.FLAGS[name]
+    flag.parser = _AdvisedEnum(flag.parser, advice)
 
 
 def _applies(field, recipe):

@@ -137,7 +137,9 @@ class TrainConfig:
                           choices=tuple(DATASETS))
     data_dir: str | None = option(None, "tfds data directory holding the prepared dataset (default: "
                            "tfds' own, TFDS_DATA_DIR or ~/tensorflow_datasets; run/prepare_data.py "
-                           "prepares one); image_folder: ROOT of train/LABEL/* and test/LABEL/*.")
+                           "prepares one).", help_for=(
+                               ("image_folder", "image_folder: ROOT of train/LABEL/* and "
+                                "test/LABEL/*."),))
     class_names: tuple[str, ...] = ()  # image_folder's: datasets.py check_classes
     use_synthetic_data: bool = option(False, "Random images of the right shape, no I/O: for smoke "
                                       "runs and speed measurements.")

@@ -39,7 +39,8 @@ def flag_words(error):
 def option(default, help, unit=None, lower=None, upper=None, choices=None, check=None, **flag):
     """A field that is a command-line option: `help` and `unit` for --help; `lower`/`upper`
     bounds, `choices`, and `check` = (predicate, message) are its checks; `flag` holds what only
-    the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage)."""
+    the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage,
+    `help_for`: (dataset, sentence) pairs added to the help where the entry point trains it)."""
     return dataclasses.field(default=default, metadata=dict(
         help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, **flag))
 
@@ -73,7 +74,8 @@ def check(obj):
             raise ValueError(f"--{f.name}={v!r} is not a list of integers; give a tuple, e.g. "
                              f"{f.default!r}")
         if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"--{f.name} must be a finite number")
+            example = f.default if isinstance(f.default, (int, float)) else 1  # None: unset
+            raise ValueError(f"--{f.name} must be a finite number, e.g. {example:g}")
         if isinstance(v, float) and abs(v) > FLOAT32_MAX:  # the network computes in float32
             raise ValueError(f"--{f.name}={v:g} is beyond float32's range (at most "
                              f"{FLOAT32_MAX:.4g})")

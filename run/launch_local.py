@@ -150,15 +150,17 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def main(argv=None):
     parser = _OneLineParser(
-        description=__doc__.split("\n\n")[0],
+        description=__doc__.split("\n\n")[0], allow_abbrev=False,  # --num_worker: a typo
         usage="%(prog)s [--num_workers=N] [--threads_per_worker=T] [--pin_cpus] [--timeout=S] "
               "-- SCRIPT [FLAGS...]")
-    parser.add_argument("--num_workers", type=int, default=2)
-    parser.add_argument("--threads_per_worker", type=int, default=0,
+    parser.add_argument("--num_workers", type=int, default=2, metavar="N",
+                        help="how many workers to start, worker 0 the chief (default: 2; at most "
+                             f"{max_workers()} on this machine)")
+    parser.add_argument("--threads_per_worker", type=int, default=0, metavar="T",
                         help="limit each worker's TensorFlow thread pools (0: TensorFlow's default)")
     parser.add_argument("--pin_cpus", action="store_true",
                         help="pin worker i to CPU i mod the number of CPUs")
-    parser.add_argument("--timeout", type=float, default=0,
+    parser.add_argument("--timeout", type=float, default=0, metavar="S",
                         help="stop all workers after this many seconds (0: no limit)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="-- then the training script and its flags")

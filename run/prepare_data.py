@@ -43,6 +43,9 @@ flags.DEFINE_string("manual_dir", None, "imagenet2012: the directory holding "
 flags.DEFINE_string("examples_dir", None, "Also write the first 10 test images there as PNG files "
                     "named <index>_<label>.png, to try run/predict.py on (datasets of pixel "
                     "arrays: not imagenet2012).")
+cli.advise("dataset", {"image_folder": "an image folder needs no preparing: train on it with "
+                       "python run/cifar_train.py --dataset=image_folder --data_dir=ROOT (ROOT "
+                       "holding train/LABEL/* and test/LABEL/*)"})
 flags.mark_flag_as_required("dataset")
 FLAGS = flags.FLAGS
 

@@ -4,11 +4,12 @@
 
 One Markdown row per configuration (norm / init / head / blocks per stage, plus any other
 hyperparameter that differs): seeds, steps, top-1 error (mean ± std over seeds [95% interval of
-the mean, Student t]), top-5 error, wall time, and the paper's Table 2 value where the
-configuration is the paper's; below it, the paper's net minus its BN twin with its 95% interval
-(paired by seed when both have the same seeds). A run that diverged
-and went on with its `retry with:` flags (run/ablate.py --follow_retry_advice) stays in its
-configuration's row, marked ‡, with the step where it diverged and those flags below the table.
+the mean, Student t]), top-5 error and test loss (mean ± std), train time (the training loop's,
+mean), and the paper's Table 2 value where the configuration is the paper's; below it, the
+paper's net minus its BN twin with its 95% interval (paired by seed when both have the same
+seeds). A run that diverged and went on with its `retry with:` flags (run/ablate.py
+--follow_retry_advice) stays in its configuration's row, marked ‡, with the step where it
+diverged and those flags below the table.
 Also writes the table to ROOT/report.md and, per configuration, panels of the training loss,
 the test error and the largest block norm against steps (each seed thin, the mean bold, the
 learning-rate drops dotted) to ROOT/report.png (or --out_md / --out_png). Needs no TensorFlow;

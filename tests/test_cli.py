@@ -224,10 +224,11 @@ def test_relative_directories_are_recorded_as_the_directories_they_name(tmp_path
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--momentum=nan"], "--momentum must be a finite number"),
-    (["--weight_decay=nan"], "--weight_decay must be a finite number"),
-    (["--lr_decay_factor=nan"], "--lr_decay_factor must be a finite number"),
-    (["--learning_rate=inf"], "--learning_rate must be a finite number"),
+    (["--momentum=nan"], "--momentum must be a finite number, e.g. 0.9"),
+    (["--weight_decay=nan"], "--weight_decay must be a finite number, e.g. 0.0001"),
+    (["--lr_decay_factor=nan"], "--lr_decay_factor must be a finite number, e.g. 0.1"),
+    (["--learning_rate=inf"], "--learning_rate must be a finite number, e.g. 0.05"),
+    (["--learning_rate=nan"], "--learning_rate must be a finite number, e.g. 0.05"),
     (["--strides=1,8,8"], "does not fit its 4x4 feature map"),
     (["--widths=60000,60000,60000"], "lower --widths"),
     (["--batch_size=100000000"], "lower --batch_size"),

@@ -2,8 +2,10 @@
 TensorFlow), and an exported model.keras loads with the one documented line."""
 import json
 import os
+import re
 import subprocess
 import sys
+import tomllib
 
 import numpy as np
 
@@ -40,3 +42,22 @@ def test_model_keras_loads_with_custom_objects_and_the_package_import_changes_no
     assert p.returncode == 0, p.stderr[-3000:]
     logits = json.loads(p.stdout.strip().splitlines()[-1])
     np.testing.assert_allclose(logits, np.asarray(model(x)), rtol=1e-5, atol=1e-6)
+
+
+def _pins():
+    """{package: version} of requirements.txt's pins."""
+    with open(os.path.join(ROOT, "requirements.txt")) as f:
+        return dict(re.findall(r"^([\w.-]+)==([\w.]+)", f.read(), flags=re.M))
+
+
+def test_the_package_metadata_agrees_with_the_tested_pins_and_the_readme():
+    """pyproject.toml's Python is the README's (the pinned numpy, scipy, keras and matplotlib need
+    it), and its `test` extra installs what the tests run, JAX too, at requirements.txt's pins."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = re.search(r"^Python (3\.\d+)\.", f.read(), flags=re.M).group(1)
+    assert project["requires-python"] == f">={readme}", (project["requires-python"], readme)
+    pins, test = _pins(), project["optional-dependencies"]["test"]
+    for package in ("jax", "jaxlib"):  # tests/model/test_backends.py: KERAS_BACKEND=jax
+        assert f"{package}=={pins[package]}" in test, (package, test)

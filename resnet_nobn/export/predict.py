@@ -30,6 +30,11 @@ def read_export(export_dir):
         raise UserError(f"--export_dir={export_dir} contains [, ], * or ?, which TensorFlow reads "
                         "as a glob pattern (the SavedModel cannot be loaded from there); rename "
                         "the directory")
+    if not os.path.isdir(export_dir):
+        if os.path.exists(export_dir):
+            raise UserError(f"--export_dir={export_dir} is a file; give the directory "
+                            "run/export.py wrote")
+        raise UserError(f"--export_dir={export_dir} does not exist; make one with run/export.py")
     path = os.path.join(export_dir, META)
     try:
         with open(path, "rb") as f:

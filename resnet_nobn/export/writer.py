@@ -96,8 +96,13 @@ def _checked(model_dir, export_dir, checkpoint, overwrite):
             raise UserError(f"--export_dir={export_dir} is a file; give a new directory")
         if os.listdir(export_dir):
             if not overwrite:
-                raise UserError(f"--export_dir={export_dir} already exists and is not empty; pass "
-                                "--overwrite to replace an earlier export, or give a new directory")
+                try:
+                    check_replaceable(export_dir)
+                except UserError:  # --overwrite would be refused too
+                    raise UserError(f"--export_dir={export_dir} is not empty and holds no export; "
+                                    "give a new or empty directory") from None
+                raise UserError(f"--export_dir={export_dir} holds an earlier export; pass "
+                                "--overwrite to replace it, or give a new or empty directory")
             check_replaceable(export_dir)
     _check_writable(export_dir)
     return cfg, run

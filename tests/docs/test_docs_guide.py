@@ -89,6 +89,15 @@ def test_readme_set_up_block_works_as_copied_without_a_gpu():
     assert any("pip install -r requirements-gpu.txt" in line for line in comments), first
 
 
+def test_readme_says_where_the_theory_check_runs():
+    """theory/ is not installed (pyproject.toml): `python -m theory.check` finds it only from the
+    checkout's root, and elsewhere fails with exit status 1, the status of a fatal row."""
+    said = [p for p in _read(README).split("\n\n") if "python -m theory.check" in p]
+    assert said, "the README gives no theory command"
+    for paragraph in said:
+        assert re.search(r"checkout|repository root", paragraph), paragraph
+
+
 def test_the_predict_examples_resize_ordinary_photographs():
     """A CIFAR model refuses a photograph that is not its size unless --resize is given; the test
     images run/prepare_data.py --examples_dir writes are (no --resize)."""

@@ -123,6 +123,12 @@ def _one_error_line(proc, *fragments):
     ("export.py", ["--flagfile={binary}"], "--flagfile"),
     ("report.py", ["--flagfile={missing}"], "flagfile"),
     ("imagenet_train.py", ["--crop_padding=4"], "crop_padding"),  # CIFAR's augmentation only
+    # a value of another entry point's: the error names that entry point, or what to do instead
+    ("cifar_train.py", ["--dataset=imagenet2012"], "train it with python run/imagenet_train.py"),
+    ("imagenet_train.py", ["--dataset=cifar100"], "train it with python run/cifar_train.py"),
+    ("prepare_data.py", ["--dataset=image_folder"],
+     "needs no preparing: train on it with python run/cifar_train.py --dataset=image_folder"),
+    ("predict.py", ["--export_dir={missing}", "x.png"], "does not exist; make one with"),
 ])
 def test_every_entry_point_says_a_flag_error_in_one_line_before_tensorflow(tmp_path, script, args,
                                                                             fragment):
@@ -186,7 +192,8 @@ def test_no_doc_or_message_names_a_command_this_environment_lacks():
             assert not tfds_build.search(f.read()), path
 
 
-@pytest.mark.parametrize("script, other", [("imagenet_train.py", ("CIFAR", "Table 1", "32x32")),
+@pytest.mark.parametrize("script, other", [("imagenet_train.py", ("CIFAR", "Table 1", "32x32",
+                                                                  "image_folder")),
                                            ("cifar_train.py", ("ImageNet", "Section 4.2"))])
 def test_each_training_entry_point_helps_with_its_own_recipe(script, other):
     proc = run_cli(script, "--help")

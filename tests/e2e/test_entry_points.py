@@ -1,5 +1,7 @@
 """The entry points as a newcomer meets them: --help, a finished run run again, a dry-run study,
 and the README's output paths kept out of git."""
+import ast
+import glob
 import os
 import re
 import shutil
@@ -34,6 +36,65 @@ def test_help_exits_0_and_shows_the_projects_flags_first(script, flag):
         assert "--[no]only_check_args" in out  # absl's own flags still listed, after the project's
     else:
         assert "absl.app" not in out and "--[no]only_check_args" not in out
+
+
+def _help_of(script, *args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, script), "--help", *args],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+
+
+def _summary(script):
+    """The first paragraph of a script's docstring: what its --help must say whole."""
+    with open(os.path.join(ROOT, script)) as f:
+        return ast.get_docstring(ast.parse(f.read())).split("\n\n")[0]
+
+
+BENCH = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "bench", "*.py"))
+               if 'if __name__ == "__main__"' in open(p).read())
+
+
+@pytest.mark.parametrize("script", BENCH)
+def test_every_bench_script_helps_with_its_whole_summary_and_exits_0(script):
+    proc = _help_of(script)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-500:])
+    squeeze = lambda text: re.sub(r"\s+", "", text)  # argparse re-wraps the description
+    assert squeeze(_summary(script)) in squeeze(proc.stdout), proc.stdout[:1000]
+
+
+def test_launch_local_helps_with_every_flag_and_refuses_an_abbreviation():
+    out = _help_of("run/launch_local.py").stdout
+    flags = re.split(r"\n  (?=-)", out.split("options:")[1])[1:]
+    assert len(flags) >= 5, out
+    for flag in flags:  # the flag, its value's name, then its help
+        assert len(flag.split()) >= 3, flag
+    assert "default: 2" in next(f for f in flags if f.startswith("--num_workers")), out
+    # `python -c pass` stands for the training command: nothing is started when refused
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "launch_local.py"),
+                           "--num_worker=1", "--", "-c", "pass"], capture_output=True, text=True,
+                          timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "--num_worker=1" in lines[0], proc.stderr
+    assert "[launch]" not in proc.stdout, proc.stdout
+
+
+def test_predict_help_is_true_of_every_export():
+    """Not only CIFAR's 32x32: a Fashion-MNIST export takes 28x28 grey images, and --resize
+    scales to the export's own input. The file it names for MAX_PIXELS defines it."""
+    out = run_cli("predict.py", "--help", timeout=120).stdout
+    assert "28x28" in out and "export's" in out and "CIFAR: resize" not in out, out
+    named = re.findall(r"MAX_PIXELS[^()]*\(([\w/]+\.py)\)", " ".join(out.split()))
+    assert named, out
+    for path in named:
+        with open(os.path.join(ROOT, path)) as f:
+            assert re.search(r"^MAX_PIXELS = ", f.read(), flags=re.M), path
+
+
+def test_report_help_names_every_column_of_the_table():
+    out = " ".join(run_cli("report.py", "--help", timeout=120).stdout.split())
+    for column in ("seeds", "steps", "top-1 error", "top-5 error", "test loss", "train time",
+                   "Table 2"):  # resnet_nobn/study/report.py markdown_table's columns
+        assert column in out, (column, out[:1500])
 
 
 @pytest.fixture(scope="module")

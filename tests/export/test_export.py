@@ -394,7 +394,8 @@ def _unwritable(tmp_path):
     ("no_checkpoint", "no checkpoint in"),
     ("checkpoint_not_there", "there is no ckpt-7 in"),
     ("export_is_file", "is a file"),
-    ("export_not_empty", "already exists and is not empty; pass --overwrite"),
+    ("export_not_empty", "is not empty and holds no export; give a new or empty directory"),
+    ("export_is_an_export", "holds an earlier export; pass --overwrite to replace it, or give"),
     ("export_not_writable", "cannot be written"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, case, expected):
@@ -416,6 +417,9 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, case, expected):
     elif case == "export_not_empty":
         exp.mkdir()
         (exp / "mine.txt").write_text("x")
+    elif case == "export_is_an_export":
+        exp.mkdir()
+        (exp / "export.json").write_text('{"checkpoint": 3}')
     elif case == "export_not_writable":
         exp = _unwritable(tmp_path)
     before = sorted(os.listdir(tmp_path))
