@@ -49,25 +49,34 @@ def test_tf_config_is_checked_whole_before_tensorflow(tf_config, said):
     assert said in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
-def test_a_worker_started_with_another_seed_stops_both_naming_the_flag(tmp_path):
-    model_dir = tmp_path / "run"
+def _two_workers(argvs, timeout, drop=(), **env):
+    """Runs two workers of one cluster on this machine, worker i with `argvs[i]` (after the
+    interpreter), `env` added to its environment and TF_CONFIG and the variables `drop` left
+    out; returns [(Popen, stdout, stderr)] once both ended (killed past `timeout`)."""
     ports = launch_local.free_ports(2)
     procs = []
-    for i, extra in enumerate(([], ["--seed=3"])):
-        env = dict(launch_local.worker_env(ports, i), RESNET_NOBN_CONNECT_TIMEOUT="120")
+    for i, argv in enumerate(argvs):
+        environ = {k: v for k, v in launch_local.worker_env(ports, i).items() if k not in drop}
         procs.append(subprocess.Popen(
-            [sys.executable, "run/imagenet_train.py", *TINY, *extra, f"--model_dir={model_dir}"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            [sys.executable, *argv], cwd=ROOT, env=dict(environ, **env),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
     try:
         for p in procs:
-            outs.append(p.communicate(timeout=200))
+            outs.append(p.communicate(timeout=timeout))
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, (out, err) in zip(procs, outs):
+    return [(p, out, err) for p, (out, err) in zip(procs, outs)]
+
+
+def test_a_worker_started_with_another_seed_stops_both_naming_the_flag(tmp_path):
+    model_dir = tmp_path / "run"
+    ended = _two_workers([["run/imagenet_train.py", *TINY, *extra, f"--model_dir={model_dir}"]
+                          for extra in ([], ["--seed=3"])], 200, RESNET_NOBN_CONNECT_TIMEOUT="120")
+    for p, out, err in ended:
         lines = [l for l in err.splitlines() if l.strip() and not l.startswith(("E0000", "W0000"))]
         assert p.returncode == 2, (out, err)
         assert len(lines) == 1 and "--seed" in lines[0] and "Traceback" not in err, err
@@ -128,28 +137,12 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def test_a_worker_that_fails_before_the_first_step_stops_the_chief_in_one_line(tmp_path):
     model_dir = tmp_path / "run"
-    ports = launch_local.free_ports(2)
-    procs = []
-    for i in range(2):
-        env = dict(launch_local.worker_env(ports, i), RESNET_NOBN_CONNECT_TIMEOUT="120",
-                   RESNET_NOBN_HEARTBEAT_TIMEOUT="5")
-        env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user has it
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", FAILS_AT_INPUT, "run/imagenet_train.py", *TINY,
-             f"--model_dir={model_dir}"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = []
-    try:
-        for p in procs:
-            outs.append(p.communicate(timeout=150))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    (_, err0), (_, err1) = outs
-    assert procs[1].returncode == 2 and "/nonexistent is not a directory" in err1, err1
-    assert procs[0].returncode == 2, err0
+    argv = ["-c", FAILS_AT_INPUT, "run/imagenet_train.py", *TINY, f"--model_dir={model_dir}"]
+    (chief, _, err0), (worker, _, err1) = _two_workers(
+        [argv, argv], 150, drop=("TF_CPP_MIN_LOG_LEVEL",),  # as a user has it
+        RESNET_NOBN_CONNECT_TIMEOUT="120", RESNET_NOBN_HEARTBEAT_TIMEOUT="5")
+    assert worker.returncode == 2 and "/nonexistent is not a directory" in err1, err1
+    assert chief.returncode == 2, err0
     lines = err0.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         "error: another worker failed or became unreachable before the first step"), err0
