@@ -116,7 +116,7 @@ def compare(a, b):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", required=True, help="scratch directory (emptied first)")
     p.add_argument("--kills", type=int, default=20, help="how many SIGKILLs (at least 1)")
     p.add_argument("--steps", type=int, default=600, help="training steps of the run (enough "

@@ -65,8 +65,9 @@ def paper_row(config):
 def departures(config, step=None):
     """[(field, the run's value, the recipe's value)] where a run leaves the paper's recipe for its
     dataset in a training setting: each of SCIENTIFIC_FIELDS (resnet_nobn/config.py) but the seed
-    and the data's identity, and the precision (the paper's is float32), then ("train_steps", `step`, the recipe's) if `step` (how far the run
-    trained; None: not asked) is short of the recipe's length. `config`: a config.json object.
+    and the data's identity, and the precision (the paper's is float32), then ("train_steps",
+    `step`, the recipe's) if `step` (how far the run trained; None: not asked) is short of the
+    recipe's length. `config`: a config.json object.
     The network's own differences are `paper_shape` and `paper_network`'s; a run on synthetic or
     another dataset's images has no Table 2 value at all (`paper_row`)."""
     recipe = recipes.for_dataset(config["dataset"]).to_json()

@@ -214,13 +214,15 @@ def markdown_table(rows):
             paper += " ¶"
         label = r["label"] + (" §" if r["partial"] else "") + (" ‡" if r["continued"] else "")
         wall = hms(np.mean(r["wall"])) if r["wall"] else "–"
-        lines.append(f"| {ds} | {label} | {seeds} | {steps} | {mean_interval(r['top1'], bounds=(0, 100))} | "
+        top1 = mean_interval(r["top1"], bounds=(0, 100))
+        lines.append(f"| {ds} | {label} | {seeds} | {steps} | {top1} | "
                      f"{mean_std(r['top5'])} | {mean_std(r['loss'], 3)} | {wall} | {paper} |")
     lines.append("")
     lines.append("Errors and test loss are from the last evaluation of each run, mean ± sample "
                  "standard deviation over the seeds listed, and for top-1 [the 95% interval of "
-                 "the mean] (Student t, n - 1 degrees of freedom, cut to [0, 100]); train time is the training "
-                 "loop's (results.json wall_time_s), without start-up, mean over the same seeds.")
+                 "the mean] (Student t, n - 1 degrees of freedom, cut to [0, 100]); train time "
+                 "is the training loop's (results.json wall_time_s), without start-up, mean over "
+                 "the same seeds.")
     if "resnet" in notes:
         lines.append("† Table 2's ResNet row is a published ResNet, not this BN twin of the "
                      "all-convolutional net; it is shown for reference.")
@@ -246,10 +248,10 @@ def markdown_table(rows):
                          f"{d.get('step')}; retry with: {d.get('retry_with')} ({how})")
     for r in rows:
         if r["departures"]:
-            lines.append(f"¶ {r['shown']} {r['label']}: Table 2's value is for the paper's recipe, "
-                         "which these runs leave: " + "; ".join(
-                             departure_text(*d) for d in r["departures"])
-                         + "; it is shown for reference, not as their match.")
+            left = "; ".join(departure_text(*d) for d in r["departures"])
+            lines.append(f"¶ {r['shown']} {r['label']}: Table 2's value is for the paper's "
+                         f"recipe, which these runs leave: {left}; it is shown for reference, "
+                         "not as their match.")
     for r in rows:
         if r["partial"]:
             counts = " or ".join(f"{n:,}" for n in sorted({n for _, n in r["partial"]}))

@@ -89,8 +89,9 @@ class Results:
         """A run that trains on from `step` keeps the evaluations and the training log up to it,
         and records what its resume does: with `diverged` (diverged.json's record), a rollback
         to `step` past it ({diverged_at, resumed_from, retry_with, divergence_id}: a later
-        start finds it, rundir.pending); `changes` ({field: [there, here]}), the settings it changes, but those
-        recorded already. Returns the entries of `changes` added ({step, field, from, to})."""
+        start finds it, rundir.pending); `changes` ({field: [there, here]}), the settings it
+        changes, but those recorded already. Returns the entries of `changes` added ({step,
+        field, from, to})."""
         self.keep_history(lambda s: s <= step)
         self.log.resume(self.found, step)
         if diverged is not None:

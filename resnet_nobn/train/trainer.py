@@ -233,8 +233,8 @@ class Trainer:
                 gone = self.checkpoints.delete_after(restored.step, run.steps)  # 2
                 log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "
                     f"ckpt-{restored.step}, taken before the blow-up"
-                    + (f" (deleted {', '.join(f'ckpt-{s}' for s in gone)} after it)" if gone else ""),
-                    self.chief)
+                    + (f" (deleted {', '.join(f'ckpt-{s}' for s in gone)} after it)"
+                       if gone else ""), self.chief)
             self.checkpoints.track(restored.step)  # 3
         changed = self.results.train_on(self.step, self.plan.diverged if rolled_back else None,
                                         changes)
@@ -430,14 +430,15 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
         raise UserError(f"--model_dir={cfg.model_dir} is in use by {e} (a second run would corrupt "
                         "its checkpoints); wait for that run or use another --model_dir") from None
     except (tf.errors.OpError, OSError, MemoryError) as e:
-        peer = strategy is not None and failures.peer_gone(e, cluster.is_multi_worker(strategy))
-        if peer and trainer is not None:
-            trainer.checkpoints.remove_scratch()
-        if peer:  # before the first step (trainer not built yet): the newest checkpoint on disk
-            saved = rundir.steps_on_disk(os.path.join(cfg.model_dir, rundir.CKPT))
-            peer = ((trainer.step, trainer.checkpoints.latest()) if trainer is not None
-                    else (None, f"ckpt-{saved[0]}" if saved else None))
-        said, clean_up = failures.explain(e, cfg, trainer and trainer.input, peer or None)
+        peer = None  # where the run was when a peer worker was lost: (step, newest checkpoint)
+        if strategy is not None and failures.peer_gone(e, cluster.is_multi_worker(strategy)):
+            if trainer is not None:
+                trainer.checkpoints.remove_scratch()
+                peer = trainer.step, trainer.checkpoints.latest()
+            else:  # before the first step, while the run was built: the newest on disk
+                saved = rundir.steps_on_disk(os.path.join(cfg.model_dir, rundir.CKPT))
+                peer = None, f"ckpt-{saved[0]}" if saved else None
+        said, clean_up = failures.explain(e, cfg, trainer and trainer.input, peer)
         if said is e:
             raise
         if clean_up:
