@@ -83,9 +83,10 @@ class Trainer:
                                                    self.plan.run.losses)
         self._train_loop = self._eval_step = None
         self.results = None  # results.json's object, made when the run begins
+        self.so_far = None  # the training loop's (wall time, images/s) up to now, set by run()
         # Multi-worker only: on SIGTERM to any worker, all save at a common step and stop.
         self.preemption = cluster.preemption_handler(
-            self.strategy, self.save, self.checkpoints.remove_scratch,
+            self.strategy, lambda: self.checkpoint(*self.so_far()), self.checkpoints.remove_scratch,
             lambda: f"stopped by SIGTERM at step {self.step} after saving a checkpoint; re-run "
                     "the same command on every worker to resume")
 
@@ -114,9 +115,7 @@ class Trainer:
             raise UserError(f"--eval_only: no checkpoint in {cfg.model_dir}/{rundir.CKPT}; "
                             "train first")
         if restored and self.step > cfg.train_steps and not cfg.eval_only:
-            raise UserError(f"--train_steps={cfg.train_steps} is below step {self.step} of the run "
-                            f"in {cfg.model_dir}; give --train_steps={self.step} or more to train "
-                            "on, or --eval_only to evaluate it")
+            raise resume.below_the_run(cfg, self.step)
         self.begin(restored)
         if cfg.eval_only:
             self.results.keep_history(lambda s: s != self.step)
@@ -132,6 +131,8 @@ class Trainer:
         t_log, step_log = t_start, self.step
         window = dict.fromkeys(steps.LOOP_SUMS, 0.0)
         images_per_sec = None
+        # read when called (a closure): a preemption checkpoint records the time up to it
+        self.so_far = lambda: (wall_before + time.time() - t_start, images_per_sec)
         step, profiler = self.step, profiling.Profiler(cfg, self.chief)
         while step < cfg.train_steps:
             n = self.loop_length(step)
@@ -139,8 +140,6 @@ class Trainer:
             sums = self.train_loop(iterator, n)
             step += n
             profiler.after(step)
-            if self.preemption:
-                self.preemption.save_checkpoint_if_preempted()
             self.checkpoints.record_loss(sums["loss"] / n)
             if not math.isfinite(sums["loss"]):
                 raise self.diverged("the loss")
@@ -151,14 +150,12 @@ class Trainer:
                 self.log_progress(step, step - step_log, window, now - t_log, images_per_sec,
                                   writers)
                 t_log, step_log, window = now, step, dict.fromkeys(steps.LOOP_SUMS, 0.0)
+            if self.preemption:  # after the log step: its log is in the preemption checkpoint's
+                self.preemption.save_checkpoint_if_preempted()
             if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
-                self.save()
-                if self.chief and step < cfg.train_steps:  # the log and time, for a resume
-                    # from it (results.json at train_steps is the final evaluation's: finished)
-                    self.write_results(wall_before + time.time() - t_start, images_per_sec)
+                self.checkpoint(*self.so_far())
             if self.eval_due(step):
-                results = self.evaluate_and_record(writers, wall_before + time.time() - t_start,
-                                                   images_per_sec)
+                results = self.evaluate_and_record(writers, *self.so_far())
         del iterator
         profiler.stop()
 
@@ -328,6 +325,15 @@ class Trainer:
                 tf.summary.scalar("images_per_sec", images_per_sec)
                 for tag, value in {**gradient, **self.monitor.scalars()}.items():
                     tf.summary.scalar(tag, value)
+
+    def checkpoint(self, wall_time, images_per_sec):
+        """Saves a checkpoint of the current step and (the chief, before train_steps) results.json
+        with the training log and time up to it, which a resume from it goes on from; also the
+        preemption handler's save, so a SIGTERM loses no log either. results.json at train_steps
+        is the final evaluation's, which follows: its step there means the run finished."""
+        self.save()
+        if self.chief and self.step < self.cfg.train_steps:
+            self.write_results(wall_time, images_per_sec)
 
     def save(self):
         """Saves a checkpoint of the current step (checkpoints.py); a weight that is NaN/inf is

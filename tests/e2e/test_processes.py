@@ -3,6 +3,7 @@ Ctrl-C to the workers (which save a checkpoint and stop; a second Ctrl-C kills t
 and names the first worker to fail, whichever it is; an address-space limit too small for
 TensorFlow is one line."""
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -40,7 +41,14 @@ def test_sigterm_to_the_launcher_is_forwarded_as_a_preemption(tmp_path):
     assert "[launch] SIGTERM: forwarded to the workers" in text, text[-3000:]
     assert "stopped by SIGTERM at step" in text, text[-3000:]
     assert proc.returncode == 128 + signal.SIGTERM, text[-3000:]
-    assert [p for p in glob.glob(str(model_dir / "ckpt" / "ckpt-*.index")) if not p.endswith("-0.index")]
+    saved = [int(p.rsplit("-", 1)[1][:-len(".index")])
+             for p in glob.glob(str(model_dir / "ckpt" / "ckpt-*.index"))]
+    step = max(saved)
+    assert step >= 2 and f"stopped by SIGTERM at step {step}" in text, (saved, text[-3000:])
+    # the preemption checkpoint keeps the training log up to it (a resume goes on from it)
+    results = json.loads((model_dir / "results.json").read_text())
+    assert results["global_step"] == step, results
+    assert [h["step"] for h in results["train_history"]] == list(range(1, step + 1)), results
 
 
 # A stand-in worker for the launcher's own tests (no TensorFlow): it reads its index from
