@@ -104,13 +104,13 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     else:
         n = evaluated.get("eval_examples")
         first = partial_evaluation(cfg.dataset, n, cfg.batch_size, folder.get("test_images"))
-        whole = "" if cfg.use_synthetic_data else (
-            f" (its first {n // cfg.batch_size} batches of {cfg.batch_size}: `--eval_steps`)"
-            if first else " (the whole split)")
+        whole = (f" (its first {n // cfg.batch_size} batches of {cfg.batch_size}: `--eval_steps`)"
+                 if first else " (the whole split)")
+        images = (f"{n:,} synthetic random images (`--use_synthetic_data`)"
+                  if cfg.use_synthetic_data else f"{n:,} images of the {split} split{whole}")
         evaluation = (f"- Top-1 error **{_pct(evaluated.get('top1_error'))}**, top-5 error "
                       f"**{_pct(evaluated.get('top5_error'))}** at step {evaluated['step']}, on "
-                      f"{n:,} images of "
-                      f"the {split} split{whole} (`results.json`).")
+                      f"{images} (`results.json`).")
     nots = []
     if cfg.use_synthetic_data:
         nots.append("trained on synthetic random images, not on data")
@@ -162,7 +162,9 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         "",
         "## Evaluation",
         "",
-        f"- Data: {data}; evaluated on its {split} split, preprocessed as in the served graph.",
+        f"- Data: {data}; evaluated on "
+        + ("random images too" if cfg.use_synthetic_data else f"its {split} split")
+        + ", preprocessed as in the served graph.",
         evaluation,
         "",
         "## Use",

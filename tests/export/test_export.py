@@ -266,6 +266,18 @@ def test_the_card_says_how_much_of_the_split_the_evaluation_it_gives_covered(tmp
         assert said in card, card
 
 
+def test_the_card_of_a_synthetic_run_names_no_split(tmp_path):
+    """Synthetic images have no test or validation split: a synthetic ImageNet run's card said
+    its errors were "on 64 images of the validation split"."""
+    from resnet_nobn.export.model_card import model_card
+    for dataset in ("cifar10", "imagenet2012"):
+        cfg = tiny_config(tmp_path, dataset=dataset, use_synthetic_data=True)
+        results = {"history": [dict(step=6, top1_error=0.5, top5_error=0.1, eval_examples=64)]}
+        card = model_card(cfg, 6, [], None, results, "names", "E", str(tmp_path), 1)
+        assert "on 64 synthetic random images (`--use_synthetic_data`)" in card, card
+        assert " split" not in card, card
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A tiny run on synthetic data with checkpoints at steps 0, 2 and 4."""
