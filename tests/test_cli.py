@@ -144,6 +144,18 @@ def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
     assert ((run / ".lock").read_bytes() if (run / ".lock").exists() else None) == lock
 
 
+def test_train_steps_below_the_run_is_refused_before_tensorflow_loads(tiny_run, tmp_path):
+    """Said from the checkpoint names, as the other refusals of a resume: before the device line
+    on stdout, and with nothing in the run changed."""
+    run = _copy_of(tiny_run, tmp_path / "run")
+    files = {p: (run / p).read_bytes() for p in ("config.json", "results.json")}
+    proc = run_cli("cifar_train.py", *TINY, "--train_steps=3", f"--model_dir={run}")
+    _assert_one_line_error(proc, f"--train_steps=3 is below step 4 of the run in {run}; give "
+                                 "--train_steps=4 or more")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert {p: (run / p).read_bytes() for p in files} == files
+
+
 def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(tmp_path):
     assert run_cli("cifar_train.py", *TINY, "--train_steps=4", "--checkpoint_every=2",
                    f"--model_dir={tmp_path}").returncode == 0

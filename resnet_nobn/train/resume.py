@@ -38,7 +38,8 @@ class Plan:
 
 def decide(run: rundir.RunDir, cfg):
     """The Plan of a start of `cfg` in the run directory `run` (pure: no file, no TensorFlow).
-    Refuses (UserError) --eval_only without a run, and a run directory whose config.json is
+    Refuses (UserError) --eval_only without a run, --train_steps below the newest checkpoint it
+    would resume from, and a run directory whose config.json is
     unreadable or that `cfg` would resume with another architecture, dataset or other settings
     than it ran with (an older config.json is read `as_today`). Whether a checkpoint restores is
     known only once it is tried: the hub tries `order` and may still find none (a new run)."""
@@ -54,7 +55,17 @@ def decide(run: rundir.RunDir, cfg):
         return Plan(NEW, **plan)
     if _finished(run, cfg, diverged):
         return Plan(FINISHED, **plan)
+    newest = next((step for step, why in order if why is None), None)
+    if newest is not None and newest > cfg.train_steps:  # before TensorFlow loads; should that
+        raise below_the_run(cfg, newest)  # checkpoint not restore, the trainer says it of another
     return Plan(ROLLBACK if diverged is not None else RESUME, **plan)
+
+
+def below_the_run(cfg, step):
+    """The UserError of --train_steps below the step `step` a resume would start from."""
+    return UserError(f"--train_steps={cfg.train_steps} is below step {step} of the run in "
+                     f"{cfg.model_dir}; give --train_steps={step} or more to train on, or "
+                     "--eval_only to evaluate it")
 
 
 def _finished(run, cfg, diverged):

@@ -49,10 +49,11 @@ def test_a_run_with_checkpoints_resumes_newest_first_and_is_finished_only_when_a
     assert plan.order == ((4, None), (2, None), (0, None))
     assert plan.changes == {"train_steps": [4, 8]}  # a resumable field
     assert resume.decide(_run(cfg, results=_finished_at(4)), cfg).action == resume.FINISHED
-    # each of these is not finished: another step evaluated, a newer checkpoint than the record,
-    # a live process holding it, a divergence pending
+    # each of these is not finished: another step evaluated, a live process holding it, a
+    # divergence pending; a checkpoint newer than the record is past --train_steps: refused
+    with pytest.raises(UserError, match="--train_steps=4 is below step 6 of the run in "):
+        resume.decide(_run(cfg, steps=(6, 4), results=_finished_at(4)), cfg)
     for run in (_run(cfg, results=_finished_at(2)),
-                _run(cfg, steps=(6, 4), results=_finished_at(4)),
                 _run(cfg, results=_finished_at(4), held_by="pid 1 on host h"),
                 _run(cfg, results=_finished_at(4), diverged={"step": 4})):
         assert resume.decide(run, cfg).action != resume.FINISHED, run
@@ -70,6 +71,9 @@ def test_a_pending_divergence_rolls_back_past_the_checkpoints_on_the_way_up():
     assert [s for s, why in plan.order if why is None] == [4, 2, 0]
     assert "above the lowest" in dict(plan.order)[6] and dict(plan.order)[8] == "loss inf"
     assert plan.changes == {"learning_rate": [0.01, 0.005]}  # the advised value only
+    # --train_steps is compared with the checkpoint it resumes from, not those it skips
+    assert resume.decide(run, dataclasses.replace(cfg, learning_rate=0.005, train_steps=5)
+                         ).action == resume.ROLLBACK
     with pytest.raises(UserError, match="only the advised --learning_rate=0.005 may change"):
         resume.decide(run, dataclasses.replace(cfg, learning_rate=0.02))
     # results.json records the rollback already (killed before diverged.json went): no rollback
