@@ -4,6 +4,7 @@ block norm over the seeds, the learning-rate drops) from hand-made run directori
 import json
 import math
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -141,3 +142,18 @@ def test_report_png_has_loss_error_and_block_norm_panels_per_network(tmp_path, m
     drops = [l.get_xdata()[0] for l in axes[0].get_lines() if l.get_linestyle() == ":"]
     assert drops == [40, 80]  # 500 is past train_steps
     assert "mean (n=1)" in lines(axes[3]) and "mean" not in " ".join(lines(axes[5]))  # no events
+
+
+def test_a_step_written_again_after_a_resume_reads_as_its_later_value(tmp_path):
+    """A resume writes the steps after its checkpoint again, into a new events file: TensorBoard
+    draws both passes; the report's reader keeps the later one, as the docs say."""
+    from resnet_nobn.study import events
+    for offset, steps in ((0.0, range(1, 6)), (0.5, range(3, 7))):  # killed at 5, resumed from 2
+        writer = tf.summary.create_file_writer(str(tmp_path))
+        with writer.as_default():
+            for s in steps:
+                tf.summary.scalar("branch_norm/b", s + offset, step=s)
+        writer.close()
+        time.sleep(1.1)  # the events file's name holds its start time in seconds
+    assert events.scalars(str(tmp_path), "branch_norm/") == {
+        "branch_norm/b": {1: 1.0, 2: 2.0, 3: 3.5, 4: 4.5, 5: 5.5, 6: 6.5}}
