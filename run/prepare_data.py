@@ -66,7 +66,6 @@ def prepare_dataset():
             raise UserError(f"--{flag}={path} is a file, not a directory; give another path")
     with console.quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
-        import tensorflow_datasets as tfds
     tf.get_logger().setLevel("ERROR")
     root = prepare.data_root(data_dir)
     with prepare.leaves_nothing(root, name):
@@ -85,7 +84,6 @@ def prepare_dataset():
                 print(f"{name} is already prepared in {builder.data_dir}", flush=True)
                 _examples(builder)
                 return
-            tfds.disable_progress_bar()
             builder = prepare.prepare(builder, manual)
     splits = ", ".join(f"{s} {v.num_examples:,}" for s, v in sorted(builder.info.splits.items()))
     entry = "imagenet_train.py" if name == prepare.IMAGENET else f"cifar_train.py --dataset={name}"

@@ -77,6 +77,7 @@ def prepare(builder, manual=None):
     """Prepares `builder`'s dataset in its data directory: from its offline source if it has one
     (`offline_source`), else downloaded; returns the builder of the prepared dataset."""
     import tensorflow_datasets as tfds
+    tfds.disable_progress_bar()  # the line below says what happens; tfds' bars would repeat it
     source = offline_source(builder.name, manual)
     log(f"preparing {builder.name} in {builder.data_dir} from "
         + (f"{source} (no download)" if source else "a download") + " ...")

@@ -45,6 +45,22 @@ def prepared(tmp_path_factory):
     return str(data_dir), arrays, proc.stdout, examples
 
 
+def test_preparing_it_for_a_training_run_draws_no_progress_bars(tmp_path, capfd):
+    """A training run without --data_dir prepares Fashion-MNIST itself (prepare.prepare): its one
+    `preparing ...` line, not tfds' progress bars (run/prepare_data.py turned them off, training
+    did not)."""
+    import tensorflow_datasets as tfds
+    from resnet_nobn.data import prepare
+    _fake_idx(tmp_path / "idx")
+    (tmp_path / "data").mkdir()
+    tfds.enable_progress_bar()  # as a new process starts; another test may have turned them off
+    prepare.prepare(prepare.tfds_builder("fashion_mnist", str(tmp_path / "data")),
+                    str(tmp_path / "idx"))
+    said = capfd.readouterr()
+    assert "preparing fashion_mnist in" in said.out, said
+    assert "%|" not in said.out + said.err and "examples/s" not in said.out + said.err, said
+
+
 def test_prepare_data_writes_tfds_own_fashion_mnist_from_idx_files(prepared):
     import tensorflow_datasets as tfds
     data_dir, (train, test), out, examples = prepared
