@@ -26,7 +26,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Table 2's rows as run/ablate.py runs them (README "Reproduce Table 2"): (dataset, norms, seeds). The BN twin (--norm=batch) runs beside the paper's BN-free net in every row.
+# Table 2's rows as run/ablate.py runs them (README "Reproduce Table 2"): (dataset, norms, seeds).
+# The BN twin (--norm=batch) runs beside the paper's BN-free net in every row.
 ROWS = (("cifar10", ("none", "batch"), 3), ("cifar100", ("none", "batch"), 3),
         ("imagenet2012", ("none", "batch"), 1))
 
@@ -105,19 +106,33 @@ def row_cost(recipe, norms, seeds, count=profiled_flops):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gpu", default="NVIDIA A100, float32")
+    parser.add_argument("--gpu", default="NVIDIA A100, float32",
+                        help="the GPU's name, as the estimate's line says it")
     parser.add_argument("--gpu_tflops", type=float, default=A100_FP32_TFLOPS,
-                        help="the GPU's peak, TFLOP/s")
+                        help="the GPU's peak, TFLOP/s (default: the A100's float32 peak)")
     parser.add_argument("--fraction_of_peak", type=float, default=None,
-                        help="default: the paper's K40 run's (paper_fraction)")
+                        help="the fraction of that peak a run reaches, in (0, 1] (default: the "
+                             "paper's K40 run's, paper_fraction)")
     args = parser.parse_args()
+    if not args.gpu_tflops > 0 or math.isinf(args.gpu_tflops):
+        parser.error(f"--gpu_tflops={args.gpu_tflops}: give the GPU's peak, a positive number")
+    if args.fraction_of_peak is not None and not 0 < args.fraction_of_peak <= 1:
+        parser.error(f"--fraction_of_peak={args.fraction_of_peak}: give a fraction in (0, 1], "
+                     "e.g. 0.2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from resnet_nobn.console import quiet_stderr
+    with quiet_stderr():  # TensorFlow's start-up lines
+        import tensorflow as tf
+    tf.get_logger().setLevel("ERROR")  # the v1 profiler's deprecation warnings
     from resnet_nobn import recipes
     from resnet_nobn.datasets import DATASETS
     fraction = args.fraction_of_peak or paper_fraction(profiled_flops(recipes.cifar().model))
     rate = args.gpu_tflops * 1e12 * fraction
-    print(f"| row | runs | training GFLOPs per image (BN-free / BN twin) | total FLOPs | one run "
-          f"| the row | (hours on one {args.gpu} at {fraction:.1%} of its peak) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(f"Hours on one {args.gpu} ({args.gpu_tflops:g} TFLOP/s peak) at {fraction:.1%} of its "
+          "peak:\n")
+    print("| row | runs | training GFLOPs per image (BN-free / BN twin) | total FLOPs | one run "
+          "| the row |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for dataset, norms, seeds in ROWS:
         recipe = recipes.for_dataset(dataset)
         model = dataclasses.replace(recipe.model, num_classes=DATASETS[dataset].num_classes)
@@ -125,7 +140,7 @@ def main():
         per_image, total, runs = row_cost(recipe, norms, seeds)
         hours = total / rate / 3600
         print(f"| {dataset} | {runs} | {' / '.join(f'{per_image[n] / 1e9:.3f}' for n in norms)} | "
-              f"{total:.3g} | {hours / runs:,.1f} h | {hours:,.1f} h | |", flush=True)
+              f"{total:.3g} | {hours / runs:,.1f} h | {hours:,.1f} h |", flush=True)
 
 
 if __name__ == "__main__":

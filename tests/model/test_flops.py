@@ -34,3 +34,15 @@ def test_the_estimates_one_assumption_is_the_fraction_of_peak_the_papers_k40_run
     """50k steps x 128 images x 11.84 GFLOPs in 24 h on a 4.29 TFLOP/s K40: about 20%."""
     assert flops.paper_fraction(11.839e9) == pytest.approx(0.2044, abs=1e-4)
     assert flops.paper_fraction(2 * 11.839e9) == pytest.approx(2 * 0.2044, abs=2e-4)
+
+
+@pytest.mark.parametrize("flag, said", [
+    ("--fraction_of_peak=0", "give a fraction in (0, 1]"),  # was read as "not given": the K40's
+    ("--fraction_of_peak=1.5", "give a fraction in (0, 1]"),
+    ("--gpu_tflops=-19.5", "give the GPU's peak, a positive number")])
+def test_a_peak_or_fraction_that_is_no_estimate_is_refused(flag, said):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, flops.__file__, flag], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and said in proc.stderr and proc.stdout == "", proc.stderr
