@@ -62,7 +62,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--widths", default="8,16,32", help="channels of each stage")
     parser.add_argument("--blocks", type=int, default=1, help="residual blocks per stage")
-    parser.add_argument("--norm", choices=("none", "batch", "both"), default="both")
+    parser.add_argument("--norm", choices=("none", "batch", "both"), default="both",
+                        help="the network counted: the BN-free net, its BN twin, or both")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf

@@ -49,9 +49,11 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=None, help="points (default 50000; 5000 with --quick)")
     p.add_argument("--d", type=int, default=None, help="dimension (default 3072; 512 with --quick)")
     p.add_argument("--r", type=int, default=100, help="classes (default 100)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the points and labels")
     p.add_argument("--k", type=int, default=None, help="start k (default: the formula)")
-    p.add_argument("--thresholds", choices=["per_unit", "uniform"], default="per_unit")
+    p.add_argument("--thresholds", choices=["per_unit", "uniform"], default="per_unit",
+                   help="one threshold per hidden unit (the default), or the proof of Lemma B.1's "
+                        "one for all")
     p.add_argument("--quick", action="store_true", help="small sizes for CI")
     p.add_argument("--json", metavar="FILE", help="write the certificate to FILE")
     a = p.parse_args(argv)

@@ -46,10 +46,11 @@ def run(num_workers, args, workdir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--per_worker_batch", type=int, default=32)
-    parser.add_argument("--widths", default="32,64,128,256")
-    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--steps", type=int, default=30, help="training steps of each run")
+    parser.add_argument("--per_worker_batch", type=int, default=32,
+                        help="images per worker and step (the global batch grows with workers)")
+    parser.add_argument("--widths", default="32,64,128,256", help="channels of each stage")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a run may take")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         one = run(1, args, workdir)

@@ -48,7 +48,7 @@ def main(argv=None):
     p.add_argument("--blocks", type=int, default=None, help="blocks per stage (default 2; 1 quick)")
     p.add_argument("--batch_size", type=int, default=None, help="default 64; 16 with --quick")
     p.add_argument("--steps", type=int, default=None, help="timed steps (default 100; 10 quick)")
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     a = p.parse_args(argv)
     widths = tuple(int(w) for w in (a.widths or ("8,16,32" if a.quick else "16,32,64")).split(","))
     blocks = a.blocks or (1 if a.quick else 2)

@@ -305,7 +305,7 @@ def main():
                    help=f"networks to sweep, comma list of {', '.join(NETS)}")
     p.add_argument("--widths", default="16,32,64", help="stage widths (the stem has the first)")
     p.add_argument("--stem_width", help="the stem's channels (default: the first of --widths)")
-    p.add_argument("--batch_size", type=int, default=128)
+    p.add_argument("--batch_size", type=int, default=128, help="the runs' --batch_size")
     p.add_argument("--steps", type=int, default=500, help="steps a stable run must survive")
     p.add_argument("--seed", default="0", help="the sweep's seeds, comma list (stable: no seed diverged)")
     p.add_argument("--rates", default=",".join(map(str, RATES)),

@@ -64,14 +64,15 @@ def measure(cfg, steps):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10, help="timed steps (one compiled loop)")
-    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--batch_size", type=int, default=128, help="images per step")
     parser.add_argument("--peak_tflops", type=float, default=None,
                         help="the device's peak, TFLOP/s (default: looked up for known GPUs)")
     parser.add_argument("--mixed_precision", choices=("float32", "float16", "bfloat16"),
-                        default="float32")
+                        default="float32", help="the trainer's --mixed_precision")
     parser.add_argument("--widths", default=None, help="default: Table 1's 64,128,256")
     parser.add_argument("--blocks", type=int, default=None, help="default: Table 1's 9 per stage")
-    parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow")
+    parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow",
+                        help="tensorflow only: jax says it is not measured and stops")
     args = parser.parse_args()
     if args.backend != "tensorflow":
         raise SystemExit("error: --backend=jax is not measured yet: the network's layers and its "

@@ -62,6 +62,17 @@ def test_every_bench_script_helps_with_its_whole_summary_and_exits_0(script):
     assert squeeze(_summary(script)) in squeeze(proc.stdout), proc.stdout[:1000]
 
 
+@pytest.mark.parametrize("script", BENCH)
+def test_every_flag_of_a_bench_script_has_its_help(script):
+    """Each argparse flag of a bench script says what it is: some said only their default."""
+    with open(os.path.join(ROOT, script)) as f:
+        tree = ast.parse(f.read())
+    bare = [ast.unparse(call.args[0]) for call in ast.walk(tree)
+            if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "add_argument"
+            and not any(k.arg == "help" for k in call.keywords)]
+    assert bare == [], bare
+
+
 def test_launch_local_helps_with_every_flag_and_refuses_an_abbreviation():
     out = _help_of("run/launch_local.py").stdout
     flags = re.split(r"\n  (?=-)", out.split("options:")[1])[1:]
