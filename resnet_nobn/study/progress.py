@@ -9,7 +9,7 @@ it goes (the layout: resnet_nobn/study/launcher.py), whichever holds the later s
     train.log      the trainer's output under run/ablate.py: a `step N/T  loss L ... I img/s`
                    line at each log step (--log_every); the rate so far is the mean over the
                    current launch's lines but its first (start-up and compilation)
-    results.json   rewritten at each evaluation (--eval_every): `global_step`, the training log
+    results.json   rewritten at each evaluation and checkpoint: `global_step`, the training log
                    (`train_history`, the loss at each log step) and `wall_time_s`, the training
                    loop's time; the rate so far is global_step / wall_time_s, and the line says
                    how old the record is
