@@ -212,7 +212,7 @@ def run():
                                       "--root") or f"cannot write the study in --root={FLAGS.root}: "
                         f"{first_line(e)}") from None
     print(f"study: {len(configs)} runs under {FLAGS.root}", flush=True)
-    with progress.Ticker(configs, FLAGS.root, _say, FLAGS.progress_every):
+    with progress.Ticker(configs, FLAGS.root, _say, FLAGS.progress_every, lock=_SAY):
         states = launcher.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
                                     retry_failed=FLAGS.retry_failed,
                                     follow_advice=FLAGS.follow_retry_advice, log=_say)
@@ -234,7 +234,7 @@ def run():
                         f"{running[0]}); re-run this command once it ends to finish the study")
 
 
-_SAY = threading.Lock()
+_SAY = threading.RLock()  # re-entrant: the progress thread holds it around its lines
 
 
 def _say(line):

@@ -139,20 +139,24 @@ def study_line(runs):
 
 class Ticker:
     """Prints `lines(configs, root)` through `log` every `period` seconds (none: PERIOD_S) from a
-    thread, while the block runs; the first after one period, none after the block."""
+    thread, while the block runs; the first after one period, none after the block. With `lock`
+    (re-entrant, and held by `log` and the study's own lines) the lines are read and printed
+    under it: a run's "finished" line never comes before a progress line read while it ran."""
 
-    def __init__(self, configs, root, log, period=None):
+    def __init__(self, configs, root, log, period=None, lock=None):
         self.configs, self.root, self.log = configs, root, log
         self.period = PERIOD_S if period is None else period
+        self.lock = lock or threading.RLock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="progress")
 
     def _loop(self):
         while not self._stop.wait(self.period):
-            for line in lines(self.configs, self.root):
-                if self._stop.is_set():
-                    return
-                self.log(line)
+            with self.lock:
+                for line in lines(self.configs, self.root):
+                    if self._stop.is_set():
+                        return
+                    self.log(line)
 
     def __enter__(self):
         if self.period > 0:

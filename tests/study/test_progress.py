@@ -69,6 +69,28 @@ def test_the_ticker_prints_every_period_and_nothing_after_its_block(tmp_path):
     assert len(said) == n
 
 
+def test_a_line_said_while_the_ticker_reads_comes_after_its_lines(tmp_path, monkeypatch):
+    """The study's "[k/n] ... finished" line, said while the progress thread had read a run as
+    running and not yet printed it, came before that stale line; under the shared lock it waits."""
+    import threading
+    lock, said, reading = threading.RLock(), [], threading.Event()
+
+    def say(line):
+        with lock:
+            said.append(line)
+
+    def slow_lines(configs, root):
+        reading.set()
+        time.sleep(0.3)
+        return ["progress: run: step 100/100", "progress: study: 0 of 1 runs finished"]
+    monkeypatch.setattr(progress, "lines", slow_lines)
+    with progress.Ticker([], str(tmp_path), say, period=0.01, lock=lock):
+        assert reading.wait(5)
+        say("[1/1] run: finished")
+    assert said[:3] == ["progress: run: step 100/100", "progress: study: 0 of 1 runs finished",
+                        "[1/1] run: finished"], said
+
+
 def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
     # 100 steps of the tiny net last about 2 s on an idle 2-core machine (logged every 2 steps,
     # read every 0.1 s): ticks enough in each run's middle without paying for longer runs
