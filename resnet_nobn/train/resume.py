@@ -39,10 +39,11 @@ class Plan:
 def decide(run: rundir.RunDir, cfg):
     """The Plan of a start of `cfg` in the run directory `run` (pure: no file, no TensorFlow).
     Refuses (UserError) --eval_only without a run, --train_steps below the newest checkpoint it
-    would resume from, and a run directory whose config.json is
-    unreadable or that `cfg` would resume with another architecture, dataset or other settings
-    than it ran with (an older config.json is read `as_today`). Whether a checkpoint restores is
-    known only once it is tried: the hub tries `order` and may still find none (a new run)."""
+    would resume from, and a run directory whose config.json is unreadable or that `cfg` would
+    resume with another architecture, dataset or other settings than it ran with (an older
+    config.json is read `as_today`). Whether a checkpoint restores is known only once it is
+    tried: the hub tries `order` and may still find none (a new run), or restore an older one
+    than the newest (and refuse a --train_steps below it itself)."""
     if cfg.eval_only and not run.exists:
         raise UserError(f"--eval_only: {cfg.model_dir} does not exist; train first")
     run_config, settings_from, changes = _settings(run, cfg)
@@ -56,8 +57,8 @@ def decide(run: rundir.RunDir, cfg):
     if _finished(run, cfg, diverged):
         return Plan(FINISHED, **plan)
     newest = next((step for step, why in order if why is None), None)
-    if newest is not None and newest > cfg.train_steps:  # before TensorFlow loads; should that
-        raise below_the_run(cfg, newest)  # checkpoint not restore, the trainer says it of another
+    if newest is not None and newest > cfg.train_steps:
+        raise below_the_run(cfg, newest)
     return Plan(ROLLBACK if diverged is not None else RESUME, **plan)
 
 
