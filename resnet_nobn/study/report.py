@@ -31,13 +31,16 @@ from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, copied_f
 _NOT_A_FACTOR = ("seed", "eval_only") + RESUMABLE_FIELDS
 
 
-def load_runs(root, warn=None):
+def load_runs(root, warn=None, early=None):
     """Every run under root: its results.json (if any) with 'run_dir' and 'status' added.
 
-    A results.json that is not a run's (another schema, a string where a number belongs) marks
-    its run "unreadable results.json", one that is another run's (rundir.copied_from_another_run) "another
-    run's results.json", and neither is counted; a directory whose configuration is not a run's
-    (an unrelated config.json) is skipped. Each is said in one line to `warn`, if given.
+    A results.json that is not a run's (another schema, a string where a number belongs, an
+    error rate outside [0, 1]) marks its run "unreadable results.json", one that is another run's
+    (rundir.copied_from_another_run) "another run's results.json", and neither is counted; a
+    directory whose configuration is not a run's (an unrelated config.json) is skipped, and so is
+    a study's run that ended before it wrote its configuration (a bad --data_dir, say: its
+    study_status.json and train.log only), which is also added to the list `early`, if given.
+    Each is said in one line to `warn`, if given.
     """
     runs = []
     warn = warn or (lambda msg: None)
@@ -64,6 +67,11 @@ def load_runs(root, warn=None):
                                   os.path.join(dirpath, CONFIG)) else None)
             if why:
                 warn(f"warning: {dirpath}: not a run of this project ({why}); skipped")
+            elif STATUS in filenames:  # the study launched it; it wrote nothing else
+                warn(f"warning: {dirpath}: its run ended ({status.get('status', 'unknown')}) "
+                     "before it wrote its configuration; see its train.log (not in the table)")
+                if early is not None:
+                    early.append(dirpath)
             continue
         if problem or foreign:
             warn(f"warning: {path}: {problem or foreign}; the run is listed as "
@@ -119,7 +127,9 @@ def summarize(runs):
         extra = ", ".join(f"{f.split('.')[-1]}={_short(flat[key][f])}" for f in varying)
         label = (f"{m['norm']} / {m['init']} / {m['head']} / {blocks_text(m['blocks_per_stage'])}"
                  + (f" ({extra})" if extra else ""))
-        done = [r for r in members if r.get("top1_error") is not None]
+        # the statistics are of finished runs only: a run stopped early (diverged, failed,
+        # still running) has a last evaluation of another step, before any blow-up
+        done = [r for r in members if r["status"] == "finished" and r.get("top1_error") is not None]
         top1 = [100 * r["top1_error"] for r in done]
         top5 = [100 * r["top5_error"] for r in done if r.get("top5_error") is not None]
         loss = [r["history"][-1]["eval_loss"] for r in done
@@ -228,11 +238,11 @@ def markdown_table(rows):
                      "all-convolutional net; it is shown for reference.")
     if unfinished:
         lines.append(f"Rows marked {'/'.join(sorted(unfinished))} include runs that did not "
-                     "reach train_steps; their errors, in the mean, are from their last "
-                     "evaluation, if any.")
+                     "reach train_steps; they are in no statistic (an earlier step's error, or "
+                     "one before a blow-up, is not the row's), only in the steps column.")
     if "seeds" in notes:
-        lines.append("seeds: the statistics are over the seeds listed, those with a result; "
-                     "the runs in parentheses include some without one.")
+        lines.append("seeds: the statistics are over the seeds listed, those that finished; "
+                     "the runs in parentheses include the others.")
     for r in rows:
         settings = "the paper's settings" if r["paper_settings"] else "the settings of its row"
         for seed, (step, flags) in r["continued"]:
@@ -282,7 +292,12 @@ def report(root, md_path=None, png_path=None, warn=None):
     if ext not in formats:
         raise ValueError(f"--out_png={png_path}: {f'.{ext} is not a figure format' if ext else 'no extension'}"
                          f"; use one of .{', .'.join(formats)} (e.g. report.png)")
-    runs = load_runs(root, warn)
+    early = []
+    runs = load_runs(root, warn, early)
+    if not runs and early:
+        raise FileNotFoundError(f"no run under {root} wrote its configuration: {len(early)} "
+                                "ended before (see the train.log in each, e.g. "
+                                f"{os.path.join(early[0], 'train.log')})")
     if not runs:
         raise FileNotFoundError(f"no runs (results.json / study_status.json) under {root}")
     rows = summarize(runs)

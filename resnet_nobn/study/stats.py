@@ -95,17 +95,15 @@ def twin_key(config):
 
 
 def twins(rows):
-    """[(paper's row, its BN twin's row)]: a row without BN and with the identity init, and the
-    one row of the same dataset and settings with --norm=batch."""
+    """[(paper's row, a BN twin's row)]: a row without BN and with the identity init, and each
+    row of the same dataset and settings with --norm=batch (one per init the study varied)."""
     out = []
     for r in rows:
         m = r["model"]
         if m["norm"] != "none" or m["init"] != "identity":
             continue
-        found = [t for t in rows if t["model"]["norm"] == "batch" and t["twin"] == r["twin"]
-                 and t["mismatch"] == r["mismatch"]]
-        if len(found) == 1:
-            out.append((r, found[0]))
+        out += [(r, t) for t in rows if t["model"]["norm"] == "batch" and t["twin"] == r["twin"]
+                and t["mismatch"] == r["mismatch"]]
     return out
 
 

@@ -150,6 +150,19 @@ def is_run_config(config):
             and all(isinstance(b, int) for b in m["blocks_per_stage"]))
 
 
+def _out_of_range(key, value):
+    """Why `value` of `key` is none a run writes (an error rate outside [0, 1], NaN; a negative
+    time, speed or count), or None. A test loss may be NaN or inf: an evaluation of huge
+    finite weights overflows, and the run's record says so."""
+    if value is None or key == "eval_loss":
+        return None
+    if key.endswith("_error") and not 0 <= value <= 1:
+        return f"{key} is {value}, not an error rate in [0, 1]"
+    if not value >= 0 or math.isinf(value):  # NaN fails the comparison
+        return f"{key} is {value}, not a finite number >= 0"
+    return None
+
+
 def problem(results):
     """Why `results` (a results.json object, read back) is not a run's results.json, or None if it
     is: the types its readers (the study's report, an export's model card) rely on."""
@@ -160,6 +173,9 @@ def problem(results):
     for k in ("top1_error", "top5_error", "wall_time_s", "images_per_sec"):
         if results.get(k) is not None and not _number(results[k]):
             return f"{k} is {_kind(results[k])}, not a number"
+        said = _out_of_range(k, results.get(k))
+        if said:
+            return said
     history = results.get("history", [])
     if not isinstance(history, list):
         return f"history is {_kind(history)}, not a list"
@@ -169,6 +185,9 @@ def problem(results):
         for k in ("top1_error", "top5_error", "eval_loss", "eval_examples"):
             if h.get(k) is not None and not _number(h[k]):
                 return f"history step {h['step']}: {k} is {_kind(h[k])}, not a number"
+            said = _out_of_range(k, h.get(k))
+            if said:
+                return f"history step {h['step']}: {said}"
     config = results.get("config")
     if config is not None and not is_run_config(config):
         return "its config is not a run's configuration"

@@ -25,7 +25,7 @@ def _run(root, norm, seed, top1, block_norms=None, eval_examples=10_000):
                   model_dir="x")
     d = os.path.join(root, f"norm-{norm}", f"seed-{seed}")
     os.makedirs(d)
-    history = [dict(step=s, top1_error=top1 + (100 - s) / 1000, top5_error=top1 / 4,
+    history = [dict(step=s, top1_error=min(top1 + (100 - s) / 1000, 1.0), top5_error=top1 / 4,
                     eval_loss=1.0, eval_examples=eval_examples) for s in (50, 100)]
     train = [dict(step=s, loss=2.0 - s / 100 + seed / 10) for s in (10, 20, 30)]
     json.dump(dict(dataset="cifar10", global_step=100, top1_error=top1, top5_error=top1 / 4,

@@ -105,7 +105,7 @@ def _fake_run(root, name, seed, top1, steps=100, settings=(), **model):
     config.update(settings)
     d = os.path.join(root, name, f"seed-{seed}")
     os.makedirs(d)
-    history = [dict(step=s, top1_error=top1 + (100 - s) / 1000, top5_error=top1 / 4,
+    history = [dict(step=s, top1_error=top1 + max(100 - s, 0) / 1000, top5_error=top1 / 4,
                     eval_loss=1.0, eval_examples=10000) for s in (50, steps)]
     json.dump(dict(dataset="cifar10", global_step=steps, top1_error=history[-1]["top1_error"],
                    top5_error=top1 / 4, wall_time_s=3600.0 + seed, seed=seed, history=history,
@@ -476,17 +476,25 @@ def test_a_run_is_trained_once_by_studies_that_name_the_learning_rate_or_not(tmp
     assert plain_001.model_dir.endswith("blocks-1_lr-0.01/seed-0")
 
 
-def test_report_footnote_names_the_states_of_the_unfinished_runs_it_averages(tmp_path):
+def test_an_unfinished_run_is_in_no_statistic_and_the_footnote_names_its_state(tmp_path):
+    """A diverged run's last evaluation, before its blow-up at another step, was in its row's
+    mean and in the paper's net minus its twin (+62.50 for a run diverged at step 140 of 300,
+    against a twin at 300): a row's numbers are of its finished runs only."""
     root = str(tmp_path)
     _fake_run(root, "ours", 0, 0.07)
     _fake_run(root, "ours", 1, 0.30, steps=60)
+    _fake_run(root, "twin", 0, 0.05, norm="batch", init="he")
+    _fake_run(root, "twin", 1, 0.06, norm="batch", init="he")
     json.dump(dict(status="diverged"), open(os.path.join(root, "ours", "seed-1",
                                                          "study_status.json"), "w"))
     text, _, _ = report.report(root)
-    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
-    assert "| 0,1 |" in row and "60–100 of 100 (diverged: 1 of 2)" in row
-    assert ("Rows marked diverged include runs that did not reach train_steps; their errors, in "
-            "the mean, are from their last evaluation") in text
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10") and "none /" in l]
+    assert "| 0 (of 0,1) |" in row and "60–100 of 100 (diverged: 1 of 2)" in row
+    assert "| 7.00 |" in row  # seed 0's alone, not the mean with seed 1's 30.40
+    assert ("Rows marked diverged include runs that did not reach train_steps; they are in no "
+            "statistic") in text
+    (gap,) = [l for l in text.splitlines() if l.startswith("| none / identity")]
+    assert "| +1.50 |" in gap and "seeds 0 and 0,1" in gap, gap  # 7.00 - 5.50, Welch: unpaired
 
 
 @pytest.mark.timeout(300)
@@ -563,3 +571,62 @@ def test_report_marks_a_run_that_diverged_outside_a_study_as_diverged(tmp_path):
     text, _, _ = report.report(root)
     (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
     assert "(diverged: 2 of 3)" in row, row
+
+
+def test_a_run_that_ended_before_writing_its_configuration_is_said_not_dropped(tmp_path):
+    """A study's run that failed at once (a bad --data_dir) leaves study_status.json and
+    train.log only: the report skipped it without a word, and with no other run said "no runs
+    (results.json / study_status.json)" beside two study_status.json files."""
+    root = tmp_path / "study"
+    for seed in (0, 1):
+        d = root / "fashion_mnist" / "norm-none" / f"seed-{seed}"
+        d.mkdir(parents=True)
+        (d / "study_status.json").write_text(json.dumps(dict(status="failed", returncode=2)))
+        (d / "train.log").write_text("error: no prepared fashion_mnist in --data_dir=nodata\n")
+    said = []
+    with pytest.raises(FileNotFoundError, match=r"no run under .* wrote its configuration: 2 "
+                                                r"ended before \(see the train.log in each"):
+        report.report(str(root), warn=said.append)
+    assert len(said) == 2 and all("its run ended (failed) before it wrote its configuration; "
+                                  "see its train.log" in line for line in said), said
+    _fake_run(str(root), "ours", 0, 0.07)  # beside a finished run: listed, the others said
+    said.clear()
+    text, _, _ = report.report(str(root), warn=said.append)
+    assert len(said) == 2 and "| 7.00 |" in text
+
+
+def test_a_paper_net_with_two_bn_twins_is_set_beside_each(tmp_path):
+    """--vary_norm=none,batch --vary_init=identity,he gives two BN rows of the net's settings:
+    the difference table was dropped without a word."""
+    root = str(tmp_path)
+    for seed in (0, 1):
+        _fake_run(root, "ours", seed, 0.07 + seed / 100)
+        _fake_run(root, "bn_he", seed, 0.05, norm="batch", init="he")
+        _fake_run(root, "bn_id", seed, 0.06, norm="batch", init="identity")
+    text, _, _ = report.report(root)
+    gaps = [l for l in text.splitlines() if l.startswith("| none / identity")]
+    assert [g.split(" | ")[0] for g in gaps] == [  # in the table's order of the twins' rows
+        "| none / identity / random / 9 − batch / identity / random / 9",
+        "| none / identity / random / 9 − batch / he / random / 9"], gaps
+    assert "| +1.50 |" in gaps[0] and "| +2.50 |" in gaps[1], gaps
+
+
+@pytest.mark.parametrize("edit, said", [
+    (dict(top1_error=1.5), "top1_error is 1.5, not an error rate in [0, 1]"),
+    (dict(top5_error=-0.2), "top5_error is -0.2, not an error rate in [0, 1]"),
+    (dict(top1_error=float("nan")), "top1_error is nan, not an error rate in [0, 1]"),
+    (dict(wall_time_s=-50.0), "wall_time_s is -50.0, not a finite number >= 0")])
+def test_a_results_json_with_a_value_no_run_writes_is_unreadable_not_averaged(tmp_path, edit,
+                                                                                said):
+    """Hand-edited values went into the mean: `100.00 ± 45.07`, `nan ± nan`, a train time of
+    -1:59:45."""
+    root = str(tmp_path)
+    _fake_run(root, "ours", 0, 0.07)
+    _fake_run(root, "ours", 1, 0.08)
+    path = os.path.join(root, "ours", "seed-1", "results.json")
+    json.dump({**json.load(open(path)), **edit}, open(path, "w"))
+    warned = []
+    text, _, _ = report.report(root, warn=warned.append)
+    assert len(warned) == 1 and said in warned[0], warned
+    (row,) = [l for l in text.splitlines() if l.startswith("| cifar10")]
+    assert "| 0 (of 0,1) |" in row and "| 7.00 |" in row and "nan" not in row, row
