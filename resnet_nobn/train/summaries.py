@@ -14,7 +14,9 @@ from resnet_nobn.model.blocks import ResidualBlock
 
 
 def hparams_of(cfg):
-    """The hyperparameters shown in TensorBoard for one run (scalars only)."""
+    """The hyperparameters shown in TensorBoard for one run (scalars only): the network's, and
+    every training setting a study's report may name as leaving the paper's recipe
+    (config.SCIENTIFIC_FIELDS, the precision and XLA)."""
     m = cfg.model
     return {"dataset": cfg.dataset, "norm": m.norm, "init": m.init, "head": m.head,
             "blocks_per_stage": blocks_text(m.blocks_per_stage, sep="-"),
@@ -22,6 +24,12 @@ def hparams_of(cfg):
             "residual_blocks": int(sum(m.blocks_per_stage)),
             "widths": ",".join(str(w) for w in m.widths), "seed": int(cfg.seed),
             "learning_rate": float(cfg.learning_rate), "warmup_steps": int(cfg.warmup_steps),
+            "lr_boundaries": ",".join(str(b) for b in cfg.lr_boundaries) or "none",
+            "lr_decay_factor": float(cfg.lr_decay_factor), "lr_decay_every": int(cfg.lr_decay_every),
+            "momentum": float(cfg.momentum), "agc": float(cfg.agc),
+            "max_branch_norm": float(cfg.max_branch_norm),
+            "scalar_lr_factor": float(cfg.scalar_lr_factor), "mixup": float(cfg.mixup),
+            "crop_padding": int(cfg.crop_padding), "standardize": cfg.standardize,
             "batch_size": int(cfg.batch_size), "train_steps": int(cfg.train_steps),
             "weight_decay": float(cfg.weight_decay), "synthetic_data": bool(cfg.use_synthetic_data),
             "mixed_precision": cfg.mixed_precision, "xla": bool(cfg.xla)}

@@ -80,3 +80,15 @@ def test_deterministic_turns_on_op_determinism_and_the_seed_and_is_recorded(tmp_
     assert results["device_names"]["/device:CPU:0"]
     off = train_lib.train(tiny_config(tmp_path / "off", train_steps=2))
     assert calls == [("seed", 5), "ops"] and off["config"]["deterministic"] is False
+
+
+def test_the_hparams_tab_shows_every_training_setting_that_sets_runs_apart():
+    """A run continued with --agc=0.16, or one with --mixup or --max_branch_norm, looked the same
+    as the paper's settings in the HParams tab: it listed clip_norm but not these."""
+    from resnet_nobn.config import SCIENTIFIC_FIELDS
+    from resnet_nobn.train.summaries import hparams_of
+    shown = hparams_of(tiny_config("/unused", agc=0.16))
+    named = {"use_synthetic_data": "synthetic_data", "class_names": None}  # names: the dataset's
+    missing = [f for f in SCIENTIFIC_FIELDS if named.get(f, f) and named.get(f, f) not in shown]
+    assert missing == [] and shown["agc"] == 0.16, missing
+    assert all(isinstance(v, (str, bool, int, float)) for v in shown.values())
