@@ -34,25 +34,38 @@ def main():
     parser.add_argument("--data_dir", help="tfds directory holding the prepared fashion_mnist")
     parser.add_argument("--synthetic", action="store_true", help="random images instead")
     parser.add_argument("--widths", default="16,32,64", help="channels of each stage")
-    parser.add_argument("--blocks_per_stage", type=int, default=1)
+    parser.add_argument("--blocks_per_stage", type=int, default=1, help="blocks in every stage")
     parser.add_argument("--steps", type=int, default=1000, help="training steps")
-    parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--learning_rate", type=float, default=0.02)
-    parser.add_argument("--train_size", type=int, default=60000)
-    parser.add_argument("--test_size", type=int, default=10000)
-    parser.add_argument("--save", default="fashion_mnist.keras", help="where the model is saved")
+    parser.add_argument("--batch_size", type=int, default=64, help="images per step")
+    parser.add_argument("--learning_rate", type=float, default=0.02,
+                        help="the initial rate (the paper's 0.05 diverged here)")
+    parser.add_argument("--train_size", type=int, default=60000, help="training images used")
+    parser.add_argument("--test_size", type=int, default=10000, help="test images evaluated")
+    parser.add_argument("--save", default="fashion_mnist.keras",
+                        help="where the model is saved (a .keras file)")
     args = parser.parse_args()
     if args.steps < 3:  # the rate's two drops need two distinct steps after the first
         parser.error(f"--steps={args.steps}: give at least 3 (the rate drops at 50% and 83% of them)")
     if not args.synthetic and not args.data_dir:
         parser.error("give --data_dir (run/prepare_data.py --dataset=fashion_mnist) or --synthetic")
+    for flag in ("batch_size", "train_size", "test_size"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag}={getattr(args, flag)}: give at least 1")
+    if not args.save.endswith(".keras"):  # Keras saves only .keras files: said before training
+        parser.error(f"--save={args.save}: give a path ending in .keras")
 
     import keras
     import resnet_nobn
 
-    widths = tuple(int(w) for w in args.widths.split(","))
-    config = resnet_nobn.ModelConfig(widths=widths, blocks_per_stage=args.blocks_per_stage,
-                                     stem_width=min(16, widths[0]))
+    try:
+        widths = tuple(int(w) for w in args.widths.split(","))
+    except ValueError:
+        parser.error(f"--widths={args.widths}: give a comma list of integers, e.g. 16,32,64")
+    try:
+        config = resnet_nobn.ModelConfig(widths=widths, blocks_per_stage=args.blocks_per_stage,
+                                         stem_width=min(16, widths[0]))
+    except ValueError as e:  # resnet_nobn.ConfigError is one, naming the field
+        parser.error(f"--widths={args.widths} --blocks_per_stage={args.blocks_per_stage}: {e}")
     # the CIFAR recipe (momentum, weight decay, rate divided by 10 at 50% and 83% of the steps)
     recipe = dataclasses.replace(resnet_nobn.recipes.cifar(), learning_rate=args.learning_rate,
                                  batch_size=args.batch_size, train_steps=args.steps,

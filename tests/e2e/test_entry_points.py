@@ -187,3 +187,18 @@ def test_the_paths_the_readme_writes_are_ignored_by_git(tmp_path):
     for top in tops:  # examples/ also holds the library's example script: its PNGs are ignored
         proc = subprocess.run(["git", "check-ignore", "-q", f"{top}/x.png"], cwd=ROOT)
         assert proc.returncode == 0, f"{top}/ is not in .gitignore"
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--save=m.txt"], "--save=m.txt: give a path ending in .keras"),  # Keras refused it after
+    (["--widths=8,x"], "--widths=8,x: give a comma list of integers, e.g. 16,32,64"),  # training
+    (["--train_size=0"], "--train_size=0: give at least 1"),  # a ZeroDivisionError
+    (["--widths=32,16,8"], "ModelConfig.widths must be non-decreasing")])
+def test_the_fit_example_says_a_bad_argument_in_one_line_before_training(tmp_path, args, said):
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "fit_fashion_mnist.py"),
+                           "--synthetic", *args], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT,
+                                                 TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, \
+        proc.stderr[-2000:]
+    assert os.listdir(tmp_path) == []
