@@ -115,7 +115,7 @@ def twin_table(rows):
     if not pairs:
         return []
     lines = ["", "The paper's net minus its BN twin, top-1 error (percentage points, the "
-             "interval cut to [−100, 100]; below 0: the net without BN is better):", "",
+             "interval cut to [-100, 100]; below 0: the net without BN is better):", "",
              "| net − BN twin | dataset | difference | 95% interval | seeds |",
              "| --- | --- | --- | --- | --- |"]
     for r, t, (mean, ci, how) in pairs:  # a difference of two error rates lies in [-100, 100]
