@@ -178,7 +178,7 @@ def run():
         raise UserError("--progress and --print_commands: give one (--progress reads the runs "
                         "that --print_commands' jobs train)")
     if FLAGS.progress:  # a reading of the runs' files; the study's root is not checked nor claimed
-        for line in progress.lines(configs, FLAGS.root, every=True):
+        for line in progress.lines(configs, FLAGS.root, every=True, **_relaunches()):
             print(line)
         return
     varied = [k for k in grid.OPTIONAL if FLAGS[f"vary_{k}"].value]  # named in the run dirs
@@ -211,8 +211,10 @@ def run():
         raise UserError(write_failure(e, FLAGS.root, "fix permissions, free space or use another "
                                       "--root") or f"cannot write the study in --root={FLAGS.root}: "
                         f"{first_line(e)}") from None
-    print(f"study: {len(configs)} runs under {FLAGS.root}", flush=True)
-    with progress.Ticker(configs, FLAGS.root, _say, FLAGS.progress_every, lock=_SAY):
+    print(f"study: {len(configs)} run{'s' if len(configs) > 1 else ''} under {FLAGS.root}",
+          flush=True)
+    with progress.Ticker(configs, FLAGS.root, _say, FLAGS.progress_every, lock=_SAY,
+                         **_relaunches()):
         states = launcher.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
                                     retry_failed=FLAGS.retry_failed,
                                     follow_advice=FLAGS.follow_retry_advice, log=_say)
@@ -232,6 +234,12 @@ def run():
     if running:
         raise UserError(f"{len(running)} run(s) are being trained by another process (e.g. "
                         f"{running[0]}); re-run this command once it ends to finish the study")
+
+
+def _relaunches():
+    """The flags that say which diverged and failed runs the study launches again: what its
+    progress lines count in its time left (resnet_nobn/study/progress.py)."""
+    return dict(retry_failed=FLAGS.retry_failed, follow_advice=FLAGS.follow_retry_advice)
 
 
 _SAY = threading.RLock()  # re-entrant: the progress thread holds it around its lines

@@ -16,9 +16,11 @@ Layout under one root (`tensorboard --logdir ROOT` compares the runs: resnet_nob
                                                     | timeout | interrupted
     ROOT/study.json                                 the base flags of the studies on ROOT
 
-A run is finished when its results.json has `global_step >= train_steps`; a finished run is
-skipped, an unfinished one (also one whose study was killed) is re-launched and the trainer resumes
-from its latest checkpoint. A run that diverged is skipped unless the study follows the advice
+A run is finished when its results.json has `global_step >= train_steps`, however its process
+ended (a run --run_timeout killed after its end too); a finished run is skipped, an unfinished one
+(also one whose study was killed) is re-launched and the trainer resumes from its latest
+checkpoint. study_status.json is the last launch's account: "running" in it proves nothing (a
+killed study leaves it), a live holder of the run's lock does (resnet_nobn/train/rundir.py). A run that diverged is skipped unless the study follows the advice
 (`follow_advice`): then it continues once, from the checkpoint the trainer picks before the
 blow-up, with the flags of its own `retry with:` line; a run continued so, by the study or by hand,
 keeps those flags on every later launch (resnet_nobn/study/advice.py). Each run is a subprocess of
@@ -119,8 +121,13 @@ def _results(cfg):
 def run_state(cfg):
     """'finished', 'running' (a live process holds the run: another study, or a run left by a
     study that was killed), 'diverged' (its last attempt diverged: diverged.json), 'failed' (it
-    exited with another error or timed out), 'partial' (interrupted: it resumes) or 'new'."""
-    step = _results(cfg).get("global_step")
+    exited with another error or timed out), 'partial' (interrupted: it resumes) or 'new'.
+
+    A failed or timed-out status is stale, and the run 'partial', where results.json, written
+    after that launch began, says the run reached the train_steps it was launched with (a run
+    killed by --run_timeout after its end): a larger --train_steps extends it."""
+    results = _results(cfg)
+    step = results.get("global_step")
     if isinstance(step, int) and step >= cfg.train_steps:
         return "finished"
     if holder(cfg.model_dir):
@@ -128,9 +135,23 @@ def run_state(cfg):
     if pending_divergence(cfg.model_dir) is not None:
         return "diverged"
     status = read_json(os.path.join(cfg.model_dir, STATUS)) or {}
-    if status.get("status") in ("failed", "timeout"):
+    if status.get("status") in ("failed", "timeout") and not _finished_since(cfg, status, results):
         return "failed"
     return "partial" if os.path.exists(os.path.join(cfg.model_dir, CONFIG)) else "new"
+
+
+def _finished_since(cfg, status, results):
+    """Whether results.json (`results`) was written after the launch of `status` began and
+    records the run at the train_steps of its own configuration: that launch reached its end."""
+    step, steps = results.get("global_step"), (results.get("config") or {}).get("train_steps")
+    if not (isinstance(step, int) and isinstance(steps, int) and step >= steps):
+        return False
+    try:
+        written = os.path.getmtime(os.path.join(cfg.model_dir, RESULTS))
+    except OSError:
+        return False
+    begun = status.get("started")
+    return isinstance(begun, (int, float)) and written >= begun
 
 
 def launch_flags(cfg, follow_advice=False):
@@ -171,11 +192,17 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
     diverges again with them stays diverged). `timeout` (seconds) bounds each launch. The caller
     checks `check_compatible` for every configuration first, before writing anything. Every run
     that exists gets its HParams (resnet_nobn/study/hparams.py), launched here or not. A write of
-    the study that fails (its root full or read-only) ends it with one line (UserError).
+    the study that fails (its root full or read-only), or a file where a run's directory goes,
+    ends it with one line (UserError).
     """
     states = {}
     for i, cfg in enumerate(configs):
         tag = f"[{i + 1}/{len(configs)}] {cfg.model_dir}"
+        blocked = file_in_the_way(cfg.model_dir)
+        if blocked:
+            where = "there" if blocked == cfg.model_dir else f"{cfg.model_dir} under it"
+            raise UserError(f"{blocked} is a file, not a directory (the study keeps the run "
+                            f"{where}); move the file away or give another --root")
         state = run_state(cfg)
         if os.path.isdir(cfg.model_dir):  # also a run trained elsewhere (--print_commands' jobs)
             write_run_hparams(cfg)
@@ -199,6 +226,14 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
             break
         states[cfg.model_dir] = "failed" if state == "timeout" else state
     return states
+
+
+def file_in_the_way(model_dir):
+    """`model_dir` or the directory above it that exists and is not a directory, or None."""
+    path = os.path.abspath(model_dir)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path if os.path.exists(path) and not os.path.isdir(path) else None
 
 
 def skipped(cfg, state, retry_failed=False, follow_advice=False):
@@ -252,10 +287,12 @@ def _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log, pyth
     if rc == 130:
         _write_status(cfg, status="interrupted", command=cmd, started=t0, ended=time.time())
         raise KeyboardInterrupt
-    state = run_state(cfg) if rc == 0 else "timeout" if rc is None else "failed"
-    state = "failed" if state not in ("finished", "timeout", "failed") else state
+    # results.json says finished: finished, whatever the exit (killed by the timeout after its end)
+    finished = run_state(cfg) == "finished"
+    state = "finished" if finished else "timeout" if rc is None else "failed"
     diverged_path = os.path.join(cfg.model_dir, DIVERGED)
-    if rc and os.path.exists(diverged_path) and os.path.getmtime(diverged_path) >= t0:
+    if (not finished and rc and os.path.exists(diverged_path)
+            and os.path.getmtime(diverged_path) >= t0):
         state = "diverged"  # this launch diverged (not: refused with an older record there)
     _write_status(cfg, status=state, returncode=rc, command=cmd, started=t0, ended=time.time(),
                   last_lines=_tail(log_path))
@@ -272,7 +309,8 @@ def _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log, pyth
         log(f"{tag}: diverged (exit {rc}) at step {diverged.get('step')}; retry with: "
             f"{diverged.get('retry_with')}")
     else:
-        log(f"{tag}: {state} (exit {rc}): {' | '.join(_tail(log_path, 1))}")
+        how = f"killed after --run_timeout={timeout:g} s" if rc is None else f"exit {rc}"
+        log(f"{tag}: {state} ({how}): {' | '.join(_tail(log_path, 1))}")
     return state
 
 

@@ -7,6 +7,7 @@ import time
 
 from helpers import run_cli, tiny_config
 from resnet_nobn.study import progress
+from resnet_nobn.train import rundir
 from test_study import TINY
 
 
@@ -22,36 +23,93 @@ def test_a_run_advancing_by_hand_gives_its_step_loss_and_time_left(tmp_path):
     runs = [tiny_config(root / "cifar10" / "a" / f"seed-{k}", train_steps=100, seed=k)
             for k in (0, 1, 2)]
     a = root / "cifar10" / "a" / "seed-0"
+    with rundir.locked(a):  # its trainer's lock, as a live run holds it
+        with open(a / "train.log", "w") as f:  # an earlier launch, then this one resumed at step 10
+            f.write("\n$ python run/cifar_train.py\nstep 10/100  loss 9.0000  xent 9\n"
+                    "\n$ python run/cifar_train.py\nresumed from ckpt/ckpt-10 at step 10\n")
+        assert progress.lines(runs, str(root))[0] == (
+            "progress: cifar10/a/seed-0: step 10/100, loss not logged yet, time left unknown yet")
+        _advance(a, 20, 3.0, 80.0)  # its first line: compilation, not counted in the rate
+        _advance(a, 30, 2.5, 1.6)  # 0.2 steps a second at batch 8
+        assert progress.lines(runs, str(root)) == [
+            "progress: cifar10/a/seed-0: step 30/100, loss 2.5000, time left 0:05:50",
+            "progress: study: 0 of 3 runs finished, 1 running; time left 0:22:30"]
+        _advance(a, 40, 2.25, 4.0)
+        _advance(a, 50, 2.25, 1.0)  # 5, 2 and 8 s a step: 50 left at 0.2 a second
+        assert progress.lines(runs, str(root))[0] == (
+            "progress: cifar10/a/seed-0: step 50/100, loss 2.2500, time left 0:04:10")
+        # a run a cluster trains (no study_status.json, no train.log): its results.json
+        b = root / "cifar10" / "a" / "seed-1"
+        os.makedirs(b)
+        json.dump({"global_step": 40, "wall_time_s": 80.0, "train_history": [
+            {"step": 20, "loss": 3.0}, {"step": 40, "loss": 1.75}]}, open(b / "results.json", "w"))
+        os.utime(b / "results.json", (time.time() - 600, time.time() - 600))
+        assert progress.lines(runs, str(root), every=True) == [
+            "progress: cifar10/a/seed-0: step 50/100, loss 2.2500, time left 0:04:10",
+            "progress: cifar10/a/seed-1: step 40/100, loss 1.7500, time left 0:02:00 (as of "
+            "0:10:00 ago), not running here",
+            # 250 s, 120 s, and seed 2's 100 steps at 0.35 a second (the mean of 0.2 and 0.5): 286 s
+            "progress: study: 0 of 3 runs finished, 1 running; time left 0:10:56"]
+        json.dump({"global_step": 100, "wall_time_s": 200.0}, open(b / "results.json", "w"))
+        assert "seed-1" not in "".join(progress.lines(runs, str(root), every=True))
+
+
+def test_a_run_whose_study_was_killed_is_not_running(tmp_path):
+    """A study killed (SIGKILL, SIGTERM, Ctrl-C) leaves study_status.json saying "running": only
+    a live holder of the run's lock makes a run running."""
+    root = tmp_path / "study"
+    cfg = tiny_config(root / "a" / "seed-0", train_steps=100)
+    a = root / "a" / "seed-0"
     os.makedirs(a)
     json.dump({"status": "running"}, open(a / "study_status.json", "w"))
-    with open(a / "train.log", "w") as f:  # an earlier launch, then this one resumed at step 10
-        f.write("\n$ python run/cifar_train.py\nstep 10/100  loss 9.0000  xent 9\n"
-                "\n$ python run/cifar_train.py\nresumed from ckpt/ckpt-10 at step 10\n")
-    assert progress.lines(runs, str(root))[0] == (
-        "progress: cifar10/a/seed-0: step 10/100, loss not logged yet, time left unknown yet")
-    _advance(a, 20, 3.0, 80.0)  # its first line: compilation, not counted in the rate
-    _advance(a, 30, 2.5, 1.6)  # 0.2 steps a second at batch 8
-    assert progress.lines(runs, str(root)) == [
-        "progress: cifar10/a/seed-0: step 30/100, loss 2.5000, time left 0:05:50",
-        "progress: study: 0 of 3 runs finished, 1 running; time left 0:22:30"]
-    _advance(a, 40, 2.25, 4.0)
-    _advance(a, 50, 2.25, 1.0)  # 5, 2 and 8 s a step: 50 left at 0.2 a second
-    assert progress.lines(runs, str(root))[0] == (
-        "progress: cifar10/a/seed-0: step 50/100, loss 2.2500, time left 0:04:10")
-    # a run a cluster trains (no study_status.json, no train.log): its results.json
-    b = root / "cifar10" / "a" / "seed-1"
-    os.makedirs(b)
-    json.dump({"global_step": 40, "wall_time_s": 80.0, "train_history": [
-        {"step": 20, "loss": 3.0}, {"step": 40, "loss": 1.75}]}, open(b / "results.json", "w"))
-    os.utime(b / "results.json", (time.time() - 600, time.time() - 600))
+    _advance(a, 20, 3.0, 80.0)
+    _advance(a, 30, 2.5, 1.6)
+    assert progress.lines([cfg], str(root), every=True) == [
+        "progress: a/seed-0: step 30/100, loss 2.5000, time left 0:05:50, not running here",
+        "progress: study: 0 of 1 runs finished, 0 running; time left 0:05:50"]
+    assert progress.lines([cfg], str(root)) == [
+        "progress: study: 0 of 1 runs finished, 0 running; time left 0:05:50"]
+    with rundir.locked(cfg.model_dir):
+        assert progress.lines([cfg], str(root), every=True) == [
+            "progress: a/seed-0: step 30/100, loss 2.5000, time left 0:05:50",
+            "progress: study: 0 of 1 runs finished, 1 running; time left 0:05:50"]
+
+
+def test_a_diverged_failed_or_timed_out_run_says_so_and_counts_where_the_study_relaunches_it(
+        tmp_path):
+    root = tmp_path / "study"
+    runs = [tiny_config(root / "a" / f"seed-{k}", train_steps=100, seed=k) for k in (0, 1, 2)]
+    for k, status in enumerate(("diverged", "failed", "timeout")):
+        os.makedirs(runs[k].model_dir)
+        _advance(root / "a" / f"seed-{k}", 20, 3.0, 80.0)
+        _advance(root / "a" / f"seed-{k}", 30, 2.5, 1.6)
+        json.dump({"status": status}, open(root / "a" / f"seed-{k}" / "study_status.json", "w"))
+    json.dump(dict(step=30, retry_with="--learning_rate=0.005"),
+              open(root / "a" / "seed-0" / "diverged.json", "w"))
+    left_out = ", not running here, not counted in the study's time left"
     assert progress.lines(runs, str(root), every=True) == [
-        "progress: cifar10/a/seed-0: step 50/100, loss 2.2500, time left 0:04:10",
-        "progress: cifar10/a/seed-1: step 40/100, loss 1.7500, time left 0:02:00 (as of 0:10:00 "
-        "ago), not running here",
-        # 250 s, 120 s, and seed 2's 100 steps at 0.35 a second (the mean of 0.2 and 0.5): 286 s
-        "progress: study: 0 of 3 runs finished, 1 running; time left 0:10:56"]
-    json.dump({"global_step": 100, "wall_time_s": 200.0}, open(b / "results.json", "w"))
-    assert "seed-1" not in "".join(progress.lines(runs, str(root), every=True))
+        f"progress: a/seed-0: step 30/100, loss 2.5000, diverged{left_out} "
+        "(--follow_retry_advice continues it)",
+        f"progress: a/seed-1: step 30/100, loss 2.5000, failed{left_out} "
+        "(--retry_failed re-runs it)",
+        f"progress: a/seed-2: step 30/100, loss 2.5000, timed out{left_out} "
+        "(--retry_failed re-runs it)",
+        "progress: study: 0 of 3 runs finished, 0 running, 1 diverged, 1 failed, 1 timed out; "
+        "time left 0:00:00 (not counting 3 runs it does not relaunch)"]
+    assert progress.lines(runs, str(root), every=True, retry_failed=True) == [
+        f"progress: a/seed-0: step 30/100, loss 2.5000, diverged{left_out} "
+        "(--follow_retry_advice continues it)",
+        "progress: a/seed-1: step 30/100, loss 2.5000, time left 0:05:50, failed, not running here",
+        "progress: a/seed-2: step 30/100, loss 2.5000, time left 0:05:50, timed out, not running "
+        "here",
+        "progress: study: 0 of 3 runs finished, 0 running, 1 diverged, 1 failed, 1 timed out; "
+        "time left 0:11:40 (not counting 1 run it does not relaunch)"]
+    assert progress.lines(runs, str(root), every=True, retry_failed=True,
+                          follow_advice=True)[::3] == [
+        "progress: a/seed-0: step 30/100, loss 2.5000, time left 0:05:50, diverged, not running "
+        "here",
+        "progress: study: 0 of 3 runs finished, 0 running, 1 diverged, 1 failed, 1 timed out; "
+        "time left 0:17:30"]
 
 
 def test_the_ticker_prints_every_period_and_nothing_after_its_block(tmp_path):

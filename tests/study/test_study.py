@@ -391,6 +391,43 @@ def test_a_run_held_by_a_live_process_is_running_never_failed(tmp_path):
     assert "running: 1 of 1" in text
 
 
+def test_a_run_killed_by_its_timeout_after_it_finished_is_finished_and_a_longer_study_extends_it(
+        tmp_path, monkeypatch):
+    """--run_timeout may kill a run after it wrote its last results.json: finished, not timeout.
+    A timeout status left so by an earlier study keeps no larger --train_steps from extending it;
+    a launch that timed out before its end stays failed."""
+    import subprocess
+    import time
+    cfg = tiny_config(tmp_path / "run", train_steps=4)
+    results = os.path.join(cfg.model_dir, "results.json")
+    status = os.path.join(cfg.model_dir, "study_status.json")
+
+    def finishes_then_hangs(cmd, timeout=None, **kw):
+        json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
+        json.dump(dict(global_step=4, config=cfg.to_json()), open(results, "w"))
+        raise subprocess.TimeoutExpired(cmd, timeout)
+    monkeypatch.setattr(launcher.subprocess, "run", finishes_then_hangs)
+    lines = []
+    states = launcher.run_study([cfg], "entry.py", [], timeout=9, log=lines.append)
+    assert states == {cfg.model_dir: "finished"}, lines
+    assert json.load(open(status))["status"] == "finished"
+    # as a study before this launcher left it: timeout, with a results.json written since
+    json.dump(dict(json.load(open(status)), status="timeout"), open(status, "w"))
+    longer = dataclasses.replace(cfg, train_steps=6)
+    assert launcher.run_state(longer) == "partial"
+    assert launcher.skipped(longer, launcher.run_state(longer)) is None  # it is extended
+
+    def hangs(cmd, timeout=None, **kw):  # results.json: written a minute before this launch
+        os.utime(results, (time.time() - 60, time.time() - 60))
+        raise subprocess.TimeoutExpired(cmd, timeout)
+    monkeypatch.setattr(launcher.subprocess, "run", hangs)
+    states = launcher.run_study([longer], "entry.py", [], timeout=9, log=lines.append)
+    assert states == {cfg.model_dir: "failed"}
+    assert lines[-1].startswith(f"[1/1] {cfg.model_dir}: timeout (killed after --run_timeout=9 "
+                                "s): $ "), lines
+    assert launcher.run_state(longer) == "failed"
+
+
 def test_a_grid_of_no_run_is_refused_in_one_line(tmp_path):
     root = tmp_path / "study"
     proc = run_cli("ablate.py", f"--root={root}", "--vary_norm=batch", "--vary_init=fixup",

@@ -105,3 +105,20 @@ def test_a_study_root_that_is_a_broken_link_is_one_line(tmp_path, target):
         p = run_cli(script, f"--root={root}", *(TINY if script == "ablate.py" else []))
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert "symbolic link" in p.stderr and str(root) in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("where", ["run", "above"])
+def test_a_file_where_a_run_directory_goes_is_said_in_one_line(tmp_path, where):
+    base = tiny_config("x", train_steps=2)
+    (cfg,) = grid.make_grid(base, str(tmp_path), ["none"], ["identity"], ["random"],
+                            [(1, 1, 1)], [0])
+    blocked = cfg.model_dir if where == "run" else os.path.dirname(cfg.model_dir)
+    os.makedirs(os.path.dirname(blocked))
+    with open(blocked, "w") as f:
+        f.write("x")
+    with pytest.raises(UserError) as e:
+        launcher.run_study([cfg], "run/cifar_train.py", [], log=lambda _: None)
+    there = "there" if where == "run" else f"{cfg.model_dir} under it"
+    assert str(e.value) == (f"{blocked} is a file, not a directory (the study keeps the run "
+                            f"{there}); move the file away or give another --root")
+    assert open(blocked).read() == "x"

@@ -47,3 +47,12 @@ def test_a_grid_value_that_no_run_takes_is_refused_naming_its_flag(tmp_path, fla
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [said]
     assert not root.exists()
+
+
+def test_a_study_of_one_run_says_one_run(tmp_path):
+    root = tmp_path / "study"
+    os.makedirs(root / RUN / "seed-0")  # finished: the study skips it, nothing trains
+    json.dump({"global_step": 2}, open(root / RUN / "seed-0" / "results.json", "w"))
+    p = run_cli("ablate.py", f"--root={root}", "--train_steps=2", *TINY)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == f"study: 1 run under {root}", p.stdout
