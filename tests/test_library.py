@@ -126,6 +126,38 @@ def test_what_the_network_does_take_builds():
         out = resnet_nobn.build_model(cfg)(np.ones((2, n, n, 3), "float32"), training=True)
         assert out.shape == (2, cfg.num_classes) and np.isfinite(np.asarray(out)).all(), kw
 
+
+def _train(cfg):
+    from resnet_nobn.train.trainer import train  # resnet_nobn.train
+    return train(cfg)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=None), TypeError,
+     r"^build_model's seed must be an integer in \[0, 4294967295\], not None; e.g. seed=0$"),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=-1),
+     resnet_nobn.ConfigError, r"^build_model's seed=-1 must be in \[0, 4294967295\]$"),
+    (lambda: resnet_nobn.build_model(resnet_nobn.recipes.cifar()), TypeError,
+     r"^build_model takes a ModelConfig, not a TrainConfig; for a TrainConfig pass its \.model"),
+    (lambda: resnet_nobn.build_model({"widths": (8, 16, 32)}), TypeError,
+     r"^build_model takes a ModelConfig, not a dict; e.g. resnet_nobn\.ModelConfig\(\)$"),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), weight_decay=-1),
+     resnet_nobn.ConfigError, r"^build_model's weight_decay=-1 must be at least 0\.0$"),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), weight_decay=None),
+     resnet_nobn.ConfigError, r"^build_model's weight_decay=None must be a number, e.g. 0\.0001"),
+    (lambda: resnet_nobn.recipes.optimizer(resnet_nobn.ModelConfig()), TypeError,
+     r"^recipes\.optimizer takes a TrainConfig \(its momentum and learning-rate schedule\), not a "
+     r"ModelConfig; e.g. resnet_nobn\.recipes\.cifar\(\)$"),
+    (lambda: _train(resnet_nobn.ModelConfig()), TypeError,
+     r"^train takes a TrainConfig, not a ModelConfig; e.g. resnet_nobn\.TrainConfig\("
+     r"model=config, model_dir=\.\.\.\)$"),
+])
+def test_a_library_function_given_the_wrong_kind_of_argument_names_it_and_the_fix(
+        call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
 def test_standardize_is_the_input_pipelines_and_takes_a_datasets_mean_and_std():
     import tensorflow as tf
 
