@@ -2,10 +2,12 @@
 
 Each field carries its command-line help, unit and bounds (`dataclasses.field(metadata=...)`):
 resnet_nobn/cli.py makes one flag of each, with its default from a recipe (resnet_nobn/recipes.py;
-the dataclass defaults are the paper's CIFAR recipe, Table 1 and Section 4), and every value is
-checked when a config is made (resnet_nobn/options.py, then the checks across fields here); a
-failed one is a ConfigError naming the field as Python does (`ModelConfig.stem_width`), or as the
-command line does (its `flag_words`). From Python, a list is taken as a tuple and one int where
+the dataclass defaults are the paper's CIFAR recipe, Table 1 and Section 4); the fields that are
+no flag (the dataset's classes and image size, the kernel size, the BN twin's) carry their bounds
+(`bounded`). Every value is checked when a config is made, its kind too (an int field takes no
+bool nor float: resnet_nobn/options.py), then the checks across fields here; a failed one is a
+ConfigError naming the field as Python does (`ModelConfig.stem_width`), or as the command line
+does (its `flag_words`). From Python, a list is taken as a tuple and one int where
 the command line takes one number (`blocks_per_stage=1`), so a config is frozen and hashable.
 The model, input pipeline and training loop read only these objects, never absl FLAGS, so they
 import and test without a command line. A saved config.json of any version is read back
@@ -15,10 +17,12 @@ the command line is parsed and checked before TensorFlow is loaded.
 import dataclasses
 import json
 import math
+import numbers
 import typing
 
 from resnet_nobn.datasets import DATASETS, check_classes, of_recipe
-from resnet_nobn.options import ConfigError, check, coerce, option, options  # noqa: F401
+from resnet_nobn.options import (ConfigError, bounded, check, coerce, option,  # noqa: F401
+                                 options)
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
@@ -27,30 +31,41 @@ PRECISIONS = ("float32", "float16", "bfloat16")
 SEED_MAX = 2**32 - 1  # numpy's seeds (the head's projection; --deterministic seeds numpy too)
 
 
-INTS = (lambda v: len(v) > 0 and all(x > 0 for x in v),
-        "must be a comma list of positive integers, e.g. 64,128,256")
+def positive_ints(example, one_for_all=False):
+    """The check of a per-stage comma list: positive integers (no bools), `example` in its
+    message, which also says one number may stand for every stage where it can."""
+    return (lambda v: len(v) > 0 and all(_int(x) and x > 0 for x in v),
+            "must be a comma list of positive integers" + " (or one for every stage)" * one_for_all
+            + f", e.g. {example}")
+
+
+def _int(x):
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def increasing_steps(values):
-    return all(v > 0 for v in values) and list(values) == sorted(set(values))
+    return all(_int(v) and v > 0 for v in values) and list(values) == sorted(set(values))
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Architecture. The defaults are Table 1 for CIFAR-10."""
-    num_classes: int = 10
-    image_size: int = 32
+    # From the dataset. Two classes at least: with one, the softmax loss is 0 whatever the weights.
+    num_classes: int = bounded(10, lower=2)
+    image_size: int = bounded(32, lower=1)  # every stride must divide its map: _checks
     widths: tuple = option((64, 128, 256), "Channels of each stage, comma list.",
-                           "channels", check=INTS)
+                           "channels", check=positive_ints("64,128,256"))
     blocks_per_stage: tuple = option((9, 9, 9), "Residual blocks per stage: one number for all "
-                                     "stages, or a comma list with one entry per stage.", "blocks", check=INTS, one_for_all=True)
+                                     "stages, or a comma list with one entry per stage.", "blocks",
+                                     check=positive_ints("9,9,9", one_for_all=True),
+                                     one_for_all=True)
     strides: tuple = option((1, 2, 2), "Stride of the first block of each stage, comma list.",
-                            check=INTS)
+                            check=positive_ints("1,2,2"))
     stem_width: int = option(16, "Output channels of the first, standard conv.", "channels",
                              lower=1)
     stem_kernel: int = option(3, "Kernel size of the first conv.", "pixels", lower=1)
     stem_stride: int = option(1, "Stride of the first conv.", lower=1)
-    kernel_size: int = 3
+    kernel_size: int = bounded(3, lower=1)  # of the residual convs; even ones too ('same')
     norm: str = option("none", "none: the paper's normalization-free net; batch: the BN-ResNet "
                        "baseline of the same shape (pre-activation blocks, He init).", choices=NORMS)
     init: str = option("identity", "Residual conv init N(0, sigma^2): identity sigma=1/(k^2 c) "
@@ -68,19 +83,21 @@ class ModelConfig:
     head_seed: int | None = option(None, "Seed of the random-projection head; default: --seed, "
                                    "so each seed of a study draws its own projection (config.json "
                                    "records the seed used).",
-                                   check=(lambda v: v is None or 0 <= v <= SEED_MAX,
+                                   check=(lambda v: 0 <= v <= SEED_MAX,
                                           f"must be in [0, {SEED_MAX}] (numpy's seeds)"))
     logit_gain: bool = option(False, "One trainable scalar g (init 1, not weight-decayed) times "
                               "the pooled features before the head: BN's last scale, without BN.")
     # The BN twin (norm='batch') as in the fork's resnet_model.py: BN epsilon and decay (moving
     # averages m <- 0.9 m + 0.1 batch), and the first block's `activate_before_residual`. Not
     # flags: config.json records them, so a run of another twin is refused (`ABSENT_WITH_BN`).
-    bn_epsilon: float = 1e-3
-    bn_momentum: float = 0.9
-    activate_before_residual: bool = True
+    bn_epsilon: float = bounded(1e-3, check=(lambda v: v > 0, "must be positive, e.g. 0.001 "
+                                             "(BN divides by sqrt(variance + epsilon))"))
+    bn_momentum: float = bounded(0.9, check=(lambda v: 0 <= v < 1, "must be in [0, 1), e.g. "
+                                             "0.9 (1 would never update the moving averages)"))
+    activate_before_residual: bool = bounded(True)
     # init='fixup' as its reference code builds it (model/network.py). Not a flag: False only in
     # the config.json of a run of Fixup's blocks alone, made before (`ABSENT_WITH_FIXUP`).
-    fixup_reference: bool = True
+    fixup_reference: bool = bounded(True)
 
     def __post_init__(self):
         if self.head == "auto":  # frozen dataclass: the `--head=auto` rule
@@ -99,12 +116,16 @@ class ModelConfig:
         if self.norm == "batch" and self.init in ("fixup", "skipinit"):
             raise ValueError("--init=fixup and --init=skipinit are normalization-free methods: use "
                              "them with --norm=none")
-        size = math.ceil(self.image_size / self.stem_stride)  # 'same' convolutions
+        n = self.image_size
+        size = math.ceil(n / self.stem_stride)  # 'same' convolutions
         for i, stride in enumerate(self.strides):
-            if not stride <= size:  # the shortcut's VALID average pool needs stride <= size
+            # the shortcut's VALID average pool gives floor(size / stride), the conv ceil(...)
+            if size % stride:
                 raise ValueError(f"stride {stride} of stage {i + 1} does not fit its {size}x{size} "
-                                 "feature map; lower --strides or --stem_stride")
-            size = math.ceil(size / stride)
+                                 f"feature map (of {n}x{n} images): a stride must divide the map "
+                                 "it takes, or the shortcut's average pool and the conv differ "
+                                 "in size; change --strides or --stem_stride, or the image size")
+            size //= stride
 
 
 def _checked(checks, *owners):
@@ -167,7 +188,9 @@ class TrainConfig:
                                   "empty).", "steps", check=(increasing_steps, "must be positive, "
                                   "strictly increasing steps, e.g. 30000,50000"))
     lr_decay_factor: float = option(0.1, "Factor applied at each boundary, or every "
-                                    "--lr_decay_every steps.", lower=0.0, upper=1.0)
+                                    "--lr_decay_every steps.", check=(lambda v: 0 < v <= 1,
+                                    "must be in (0, 1], e.g. 0.1 (0 would stop the training at "
+                                    "the first decay)"))
     lr_decay_every: int = option(0, "If > 0: multiply the rate by --lr_decay_factor every this "
                                  "many steps (exponential staircase), instead of at "
                                  "--lr_boundaries.", "steps", lower=0)

@@ -33,7 +33,8 @@ def _list(path):
 
 
 def class_folders(root, split):
-    """The class folders of ROOT/`split`, sorted; UserError if the split is missing or has none."""
+    """The class folders of ROOT/`split`, sorted; UserError if the split is missing or has fewer
+    than two."""
     where = os.path.join(root, split)
     if not os.path.isdir(where):
         raise UserError(f"--data_dir={root} has no {split}/ folder: --dataset={NAME} reads "
@@ -42,6 +43,9 @@ def class_folders(root, split):
     if not names:
         raise UserError(f"{where} holds no class folders: put each class's images in a folder "
                         f"named by the class ({EXAMPLE})")
+    if len(names) == 1:  # ModelConfig.num_classes: one class has a softmax loss of 0
+        raise UserError(f"{where} holds one class folder ({names[0]}): a classifier needs two or "
+                        f"more; add a folder for each other class ({EXAMPLE})")
     return names
 
 
@@ -53,8 +57,9 @@ def images_of(folder):
 
 def layout(root):
     """(class names, {split: [(path, class index)]}) of the image folder ROOT; UserError (one line)
-    if --data_dir is not given or not a directory, a split is missing or holds no class folders or
-    no images, a class of train/ has no image, or test/'s class folders are not train/'s."""
+    if --data_dir is not given or not a directory, a split is missing or holds fewer than two class
+    folders or no images, a class of train/ has no image, or test/'s class folders are not
+    train/'s."""
     if not (root or "").strip():
         raise UserError(f"--dataset={NAME} needs --data_dir=ROOT, the folder holding {EXAMPLE}")
     if not os.path.isdir(root):

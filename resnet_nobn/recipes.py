@@ -38,11 +38,15 @@ def optimizer(cfg: TrainConfig = None):
     its momentum (0.9) and its step schedule (resnet_nobn/schedule.py: a registered, serializable
     LearningRateSchedule, so a compiled model saves and loads as `.keras`). The weight decay is
     not here: the model carries it (`build_model(..., weight_decay=)`, in `model.losses`).
-    Loads Keras."""
+    Loads Keras. TypeError for a `cfg` that is no TrainConfig."""
+    if cfg is None:
+        cfg = cifar()
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError("recipes.optimizer takes a TrainConfig (its momentum and learning-rate "
+                        f"schedule), not a {type(cfg).__name__}; e.g. resnet_nobn.recipes.cifar()")
     import keras
 
     from resnet_nobn.schedule import StepSchedule
-    cfg = cfg or cifar()
     return keras.optimizers.SGD(learning_rate=StepSchedule.of(cfg), momentum=cfg.momentum)
 
 

@@ -12,14 +12,30 @@ TensorFlow it is the same float32 computation the trainer always ran.
 import keras
 from keras import ops
 
+from resnet_nobn.config import TrainConfig
+from resnet_nobn.options import check_argument
+
+# each argument -> the TrainConfig field it is, whose checks it passes
+FIELDS = dict(learning_rate="learning_rate", boundaries="lr_boundaries",
+              decay_factor="lr_decay_factor", decay_every="lr_decay_every",
+              warmup_steps="warmup_steps")
+
 
 @keras.saving.register_keras_serializable(package="resnet_nobn")
 class StepSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """The rate at `step` (an int or a tensor; float32), from the TrainConfig fields
-    learning_rate, lr_boundaries, lr_decay_factor, lr_decay_every and warmup_steps."""
+    learning_rate, lr_boundaries, lr_decay_factor, lr_decay_every and warmup_steps (`FIELDS`). A
+    value TrainConfig refuses is refused here in its words, naming the argument: a ConfigError
+    (`StepSchedule.boundaries must be positive, strictly increasing steps, e.g. 30000,50000`)."""
 
     def __init__(self, learning_rate=0.05, boundaries=(30_000, 50_000), decay_factor=0.1,
                  decay_every=0, warmup_steps=0):
+        if isinstance(boundaries, (list, range)):  # get_config's list
+            boundaries = tuple(boundaries)
+        given = dict(learning_rate=learning_rate, boundaries=boundaries,
+                     decay_factor=decay_factor, decay_every=decay_every, warmup_steps=warmup_steps)
+        for name, value in given.items():  # TrainConfig's rule for each, in its words
+            check_argument(TrainConfig, FIELDS[name], value, f"StepSchedule.{name}")
         self.learning_rate = float(learning_rate)
         self.boundaries = tuple(int(b) for b in boundaries)
         self.decay_factor = float(decay_factor)

@@ -55,6 +55,109 @@ def test_configs_from_python_name_the_field_and_take_lists_and_one_number():
         resnet_nobn.ModelConfig(blocks_per_stage=(1, 1))
 
 
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(num_classes=0), r"ModelConfig\.num_classes=0 must be at least 2"),
+    (dict(num_classes=1), r"ModelConfig\.num_classes=1 must be at least 2"),
+    (dict(num_classes=-5), r"ModelConfig\.num_classes=-5 must be at least 2"),
+    (dict(num_classes=True), r"ModelConfig\.num_classes=True must be an integer, e.g. 10"),
+    (dict(num_classes=10.0), r"ModelConfig\.num_classes=10\.0 must be an integer"),
+    (dict(kernel_size=0), r"ModelConfig\.kernel_size=0 must be at least 1"),
+    (dict(kernel_size=-3), r"ModelConfig\.kernel_size=-3 must be at least 1"),
+    (dict(kernel_size=3.0), r"ModelConfig\.kernel_size=3\.0 must be an integer, e.g. 3"),
+    (dict(image_size=0), r"ModelConfig\.image_size=0 must be at least 1"),
+    (dict(image_size=True), r"ModelConfig\.image_size=True must be an integer"),
+    (dict(image_size=7), r"stride 2 of stage 2 does not fit its 7x7 feature map \(of 7x7 "
+                         r"images\): a stride must divide"),
+    (dict(image_size=5), r"stride 2 of stage 2 does not fit its 5x5 feature map"),
+    # 6 and 3 built, silently: the 1x1 pooled shortcut broadcast onto the 2x2 branch
+    (dict(image_size=6), r"stride 2 of stage 3 does not fit its 3x3 feature map"),
+    (dict(image_size=3), r"stride 2 of stage 2 does not fit its 3x3 feature map"),
+    (dict(norm="batch", init="he", bn_epsilon=-1.0), r"ModelConfig\.bn_epsilon must be positive"),
+    (dict(bn_epsilon=0.0), r"ModelConfig\.bn_epsilon must be positive"),
+    (dict(bn_epsilon=float("nan")), r"ModelConfig\.bn_epsilon must be a finite number"),
+    (dict(bn_momentum=1.5), r"ModelConfig\.bn_momentum must be in \[0, 1\)"),
+    (dict(bn_momentum=1.0), r"ModelConfig\.bn_momentum must be in \[0, 1\)"),
+    (dict(bn_momentum=-0.1), r"ModelConfig\.bn_momentum must be in \[0, 1\)"),
+    (dict(stem_width=True), r"ModelConfig\.stem_width=True must be an integer"),
+    (dict(stem_stride=2.0), r"ModelConfig\.stem_stride=2\.0 must be an integer"),
+    (dict(relu_leakiness=True), r"ModelConfig\.relu_leakiness=True must be a number"),
+    (dict(head_seed=1.5), r"ModelConfig\.head_seed=1\.5 must be an integer"),
+    (dict(head_seed=True), r"ModelConfig\.head_seed=True must be an integer"),
+    (dict(strides=(True, 2, 2)), r"ModelConfig\.strides must be a comma list of positive "
+                                 r"integers, e.g. 1,2,2"),
+    (dict(widths=(8, 16, 32.5)), r"ModelConfig\.widths must be a comma list of positive "
+                                 r"integers, e.g. 64,128,256"),
+    (dict(blocks_per_stage=0), r"ModelConfig\.blocks_per_stage must be a comma list of positive "
+                               r"integers \(or one for every stage\), e.g. 9,9,9"),
+    (dict(strides=(0, 1, 1)), r"ModelConfig\.strides must be a comma list of positive integers, "
+                              r"e.g. 1,2,2"),
+    (dict(logit_gain=1), r"ModelConfig\.logit_gain=1 must be True or False"),
+])
+def test_a_model_config_value_the_network_cannot_take_is_refused_naming_the_field(kw, message):
+    with pytest.raises(resnet_nobn.ConfigError, match="^" + message):
+        resnet_nobn.ModelConfig(**{**TINY, **kw})
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(batch_size=True), r"TrainConfig\.batch_size=True must be an integer, e.g. 128"),
+    (dict(train_steps=10.0), r"TrainConfig\.train_steps=10\.0 must be an integer"),
+    (dict(seed=1.5), r"TrainConfig\.seed=1\.5 must be an integer"),
+    (dict(momentum=True), r"TrainConfig\.momentum=True must be a number, e.g. 0\.9"),
+    (dict(learning_rate=False), r"TrainConfig\.learning_rate=False must be a number"),
+    (dict(lr_decay_factor=0.0), r"TrainConfig\.lr_decay_factor must be in \(0, 1\]"),
+    (dict(lr_boundaries=(True, 5)), r"TrainConfig\.lr_boundaries must be positive, strictly"),
+    (dict(lr_boundaries=(10.5,)), r"TrainConfig\.lr_boundaries must be positive, strictly"),
+    (dict(profile_steps=(1.5, 3)), r"TrainConfig\.profile_steps must be START,END"),
+    (dict(xla=1), r"TrainConfig\.xla=1 must be True or False"),
+])
+def test_a_train_config_value_of_the_wrong_kind_is_refused_naming_the_field(kw, message):
+    with pytest.raises(resnet_nobn.ConfigError, match="^" + message):
+        resnet_nobn.TrainConfig(**kw)
+
+
+def test_what_the_network_does_take_builds():
+    """Even kernels (SAME padding), sizes every stride divides, 2 classes, BN's edges."""
+    for kw in (dict(kernel_size=2, stem_kernel=4), dict(image_size=8), dict(image_size=4),
+               dict(image_size=1, strides=(1, 1, 1)), dict(num_classes=2),
+               dict(norm="batch", init="he", bn_momentum=0.0, bn_epsilon=1e-8)):
+        cfg = resnet_nobn.ModelConfig(**{**TINY, **kw})
+        n = cfg.image_size
+        out = resnet_nobn.build_model(cfg)(np.ones((2, n, n, 3), "float32"), training=True)
+        assert out.shape == (2, cfg.num_classes) and np.isfinite(np.asarray(out)).all(), kw
+
+
+def _train(cfg):
+    from resnet_nobn.train.trainer import train  # resnet_nobn.train
+    return train(cfg)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=None), TypeError,
+     r"^build_model's seed must be an integer in \[0, 4294967295\], not None; e.g. seed=0$"),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=-1),
+     resnet_nobn.ConfigError, r"^build_model's seed=-1 must be in \[0, 4294967295\]$"),
+    (lambda: resnet_nobn.build_model(resnet_nobn.recipes.cifar()), TypeError,
+     r"^build_model takes a ModelConfig, not a TrainConfig; for a TrainConfig pass its \.model"),
+    (lambda: resnet_nobn.build_model({"widths": (8, 16, 32)}), TypeError,
+     r"^build_model takes a ModelConfig, not a dict; e.g. resnet_nobn\.ModelConfig\(\)$"),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), weight_decay=-1),
+     resnet_nobn.ConfigError, r"^build_model's weight_decay=-1 must be at least 0\.0$"),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), weight_decay=None),
+     resnet_nobn.ConfigError, r"^build_model's weight_decay=None must be a number, e.g. 0\.0001"),
+    (lambda: resnet_nobn.recipes.optimizer(resnet_nobn.ModelConfig()), TypeError,
+     r"^recipes\.optimizer takes a TrainConfig \(its momentum and learning-rate schedule\), not a "
+     r"ModelConfig; e.g. resnet_nobn\.recipes\.cifar\(\)$"),
+    (lambda: _train(resnet_nobn.ModelConfig()), TypeError,
+     r"^train takes a TrainConfig, not a ModelConfig; e.g. resnet_nobn\.TrainConfig\("
+     r"model=config, model_dir=\.\.\.\)$"),
+])
+def test_a_library_function_given_the_wrong_kind_of_argument_names_it_and_the_fix(
+        call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
 def test_standardize_is_the_input_pipelines_and_takes_a_datasets_mean_and_std():
     import tensorflow as tf
 

@@ -409,8 +409,11 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     memory exhaustion and a peer worker lost (mid-run, or while the run is built: the broadcast
     of the initial weights) end it with one line (UserError, resnet_nobn/train/failures.py); a new
     run that saved nothing but its initialisation leaves no model_dir behind, and one that did
-    keeps it.
+    keeps it. TypeError for a `cfg` that is no TrainConfig.
     """
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"train takes a TrainConfig, not a {type(cfg).__name__}; e.g. "
+                        "resnet_nobn.TrainConfig(model=config, model_dir=...)")
     if not cfg.model_dir.strip():
         raise UserError("--model_dir is empty; give the directory of the run")
     if any(c in cfg.model_dir for c in "[]*?"):  # TensorFlow globs the checkpoint path on restore

@@ -127,6 +127,10 @@ def _break(root, case):
             for f in os.listdir(os.path.join(test, name)):
                 os.rename(os.path.join(test, name, f), os.path.join(test, name, f + ".txt"))
         return f"{test} holds no PNG or JPEG images"
+    if case == "one class":
+        for split in (train, test):
+            shutil.rmtree(os.path.join(split, "b"))
+        return f"{train} holds one class folder (a): a classifier needs two or more"
     if case == "other classes":
         os.rename(os.path.join(test, "b"), os.path.join(test, "c"))
         return "train/ only: b; test/ only: c"
@@ -145,8 +149,8 @@ def _break(root, case):
     return "needs --data_dir=ROOT"  # no --data_dir
 
 
-@pytest.mark.parametrize("case", ["no test/", "no class folders", "no images", "other classes",
-                                  "bad image", "not an image", "no --data_dir"])
+@pytest.mark.parametrize("case", ["no test/", "no class folders", "one class", "no images",
+                                  "other classes", "bad image", "not an image", "no --data_dir"])
 def test_each_bad_folder_is_one_line_and_nothing_is_written(tmp_path, case):
     root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(2, 1))
     said = _break(root, case)

@@ -1,8 +1,10 @@
 """`model.fit` trains the paper's recipe: the model carries the weight decay (model.losses),
 recipes.optimizer is the trainer's SGD and schedule, so 20 steps of fit from the same initial
-weights on the same batches end at the trainer's weights; the schedule saves and loads."""
+weights on the same batches end at the trainer's weights; the schedule saves and loads, and
+refuses what TrainConfig refuses."""
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
@@ -68,3 +70,20 @@ def test_the_schedule_round_trips_through_its_config_and_a_keras_file(tmp_path):
     assert loaded.optimizer.learning_rate is not None
     assert loaded.optimizer.get_config()["learning_rate"]["config"] == schedule.get_config()
     assert loaded.optimizer.get_config()["momentum"] == 0.9
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(learning_rate=-1), r"StepSchedule\.learning_rate must be positive"),
+    (dict(learning_rate=float("nan")), r"StepSchedule\.learning_rate must be a finite number"),
+    (dict(boundaries=(50_000, 30_000)), r"StepSchedule\.boundaries must be positive, strictly "
+                                        r"increasing steps, e\.g\. 30000,50000"),
+    (dict(decay_factor=0), r"StepSchedule\.decay_factor must be in \(0, 1\]"),
+    (dict(decay_factor=1.5), r"StepSchedule\.decay_factor must be in \(0, 1\]"),
+    (dict(decay_every=-1), r"StepSchedule\.decay_every=-1 must be at least 0"),
+    (dict(warmup_steps=-1), r"StepSchedule\.warmup_steps=-1 must be at least 0"),
+    (dict(warmup_steps=2.5), r"StepSchedule\.warmup_steps=2\.5 must be an integer"),
+])
+def test_the_schedule_refuses_what_train_config_refuses_in_its_words(kw, message):
+    with pytest.raises(resnet_nobn.ConfigError, match="^" + message):
+        StepSchedule(**kw)
+    assert StepSchedule(boundaries=[5, 9]).boundaries == (5, 9)  # a list, as get_config gives
