@@ -128,8 +128,23 @@ def test_what_the_network_does_take_builds():
 
 
 def _train(cfg):
-    from resnet_nobn.train.trainer import train  # resnet_nobn.train
-    return train(cfg)
+    return resnet_nobn.train(cfg)  # whichever of resnet_nobn.train's submodules a test loaded
+
+
+@pytest.mark.parametrize("first", ["import resnet_nobn.train.rundir", "pass"])
+def test_the_public_train_and_the_train_subpackage_are_one_whichever_comes_first(tmp_path, first):
+    """`resnet_nobn.train` was the function until a submodule of the subpackage of that name
+    loaded: then it was the module ("'module' object is not callable"), and once the function
+    was set, `resnet_nobn.train.rundir` was an attribute of a function."""
+    p = _python(f"{first}\nimport resnet_nobn\n"
+                "cfg = resnet_nobn.TrainConfig(use_synthetic_data=True, train_steps=2, "
+                "batch_size=8, model=resnet_nobn.ModelConfig(widths=(8, 16, 32), "
+                f"blocks_per_stage=1, stem_width=8), model_dir={str(tmp_path / 'run')!r})\n"
+                "results = resnet_nobn.train(cfg)\n"
+                "import resnet_nobn.train.rundir\n"
+                "print(results['global_step'], resnet_nobn.train.rundir.RESULTS)", tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split()[-2:] == ["2", "results.json"], p.stdout[-500:]
 
 
 @pytest.mark.parametrize("call, error, message", [
