@@ -20,10 +20,11 @@ A run is finished when its results.json has `global_step >= train_steps`, howeve
 ended (a run --run_timeout killed after its end too); a finished run is skipped, an unfinished one
 (also one whose study was killed) is re-launched and the trainer resumes from its latest
 checkpoint. study_status.json is the last launch's account: "running" in it proves nothing (a
-killed study leaves it), a live holder of the run's lock does (resnet_nobn/train/rundir.py). A run that diverged is skipped unless the study follows the advice
-(`follow_advice`): then it continues once, from the checkpoint the trainer picks before the
-blow-up, with the flags of its own `retry with:` line; a run continued so, by the study or by hand,
-keeps those flags on every later launch (resnet_nobn/study/advice.py). Each run is a subprocess of
+killed study leaves it), a live holder of the run's lock does (resnet_nobn/train/rundir.py). A
+run that diverged is skipped unless the study follows the advice (`follow_advice`): then it
+continues once, from the checkpoint the trainer picks before the blow-up, with the flags of its
+own `retry with:` line; a run continued so, by the study or by hand, keeps those flags on every
+later launch (resnet_nobn/study/advice.py). Each run is a subprocess of
 the training entry point (run/cifar_train.py or run/imagenet_train.py), so a crash or a global
 Keras setting of one run cannot affect the next.
 

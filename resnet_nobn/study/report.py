@@ -129,7 +129,8 @@ def summarize(runs):
                  + (f" ({extra})" if extra else ""))
         # the statistics are of finished runs only: a run stopped early (diverged, failed,
         # still running) has a last evaluation of another step, before any blow-up
-        done = [r for r in members if r["status"] == "finished" and r.get("top1_error") is not None]
+        done = [r for r in members
+                if r["status"] == "finished" and r.get("top1_error") is not None]
         top1 = [100 * r["top1_error"] for r in done]
         top5 = [100 * r["top5_error"] for r in done if r.get("top5_error") is not None]
         loss = [r["history"][-1]["eval_loss"] for r in done
