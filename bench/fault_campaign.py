@@ -119,7 +119,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", required=True, help="scratch directory (emptied first)")
     p.add_argument("--kills", type=int, default=20, help="how many SIGKILLs (at least 1)")
-    p.add_argument("--steps", type=int, default=600, help="training steps of the run (enough "
+    p.add_argument("--steps", type=int, default=1500, help="training steps of the run (enough "
                    "that 20 kills come before its end on 2 CPU cores)")
     p.add_argument("--seed", type=int, default=0, help="seed of the kill times")
     args = p.parse_args()
