@@ -39,6 +39,15 @@ def atomic_file(path):
         raise
 
 
+def nearest_existing(path):
+    """`path` (made absolute) if it exists, else its nearest ancestor that does (at worst the
+    root): where a directory `path` would be made, and what may stand in its way."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
 def read_json(path):
     """The JSON object in `path`, or None if it is missing, unreadable or not an object."""
     try:

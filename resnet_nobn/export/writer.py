@@ -31,7 +31,7 @@ from resnet_nobn.errors import UserError, broken_link, disk_full, first_line
 from resnet_nobn.export.files import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
 from resnet_nobn.export.model_card import model_card
 from resnet_nobn.export.serving import run_standardization, serving_archive
-from resnet_nobn.files import read_json
+from resnet_nobn.files import nearest_existing, read_json
 from resnet_nobn.train import resume, rundir
 from resnet_nobn.train.results import problem as results_problem
 
@@ -127,9 +127,7 @@ def check_replaceable(export_dir):
 def _check_writable(export_dir):
     """UserError unless a directory can be made beside export_dir (in its nearest existing
     ancestor): tried, and removed at once."""
-    existing = os.path.dirname(os.path.abspath(export_dir))
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
+    existing = nearest_existing(os.path.dirname(os.path.abspath(export_dir)))
     if not os.path.isdir(existing):
         raise UserError(f"--export_dir={export_dir}: {existing} is a file, not a directory; give "
                         "another path")

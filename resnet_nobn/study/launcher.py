@@ -46,7 +46,7 @@ from resnet_nobn.errors import UserError, write_failure
 from resnet_nobn.study import advice
 from resnet_nobn.study.grid import command
 from resnet_nobn.study.hparams import write_run_hparams
-from resnet_nobn.files import atomic_write_json, read_json
+from resnet_nobn.files import atomic_write_json, nearest_existing, read_json
 from resnet_nobn.train.rundir import (CONFIG, DIVERGED, RESULTS, holder, pending_divergence,
                                       retry_flags)
 
@@ -231,10 +231,8 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
 
 def file_in_the_way(model_dir):
     """`model_dir` or the directory above it that exists and is not a directory, or None."""
-    path = os.path.abspath(model_dir)
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    return path if os.path.exists(path) and not os.path.isdir(path) else None
+    path = nearest_existing(model_dir)
+    return None if os.path.isdir(path) else path
 
 
 def skipped(cfg, state, retry_failed=False, follow_advice=False):
