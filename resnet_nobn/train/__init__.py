@@ -15,9 +15,9 @@ class _CallablePackage(_types.ModuleType):
     is replaced by the subpackage when a submodule is first imported, and once set hides the
     submodules (`resnet_nobn.train.rundir`)."""
 
-    def __call__(self, cfg, strategy=None, plan=None):
+    def __call__(self, *args, **kwargs):  # trainer.train's arguments, as it defines them
         from resnet_nobn.train.trainer import train  # loads TensorFlow: only when called
-        return train(cfg, strategy=strategy, plan=plan)
+        return train(*args, **kwargs)
 
 
 _sys.modules[__name__].__class__ = _CallablePackage
