@@ -1,5 +1,6 @@
-"""Files written whole or not at all, and JSON objects read back: what the run directory, a study,
-an export, theory/ and bench/ write with (no TensorFlow, no other module of the project).
+"""Files written whole or not at all, JSON objects read back, and the nearest existing directory
+of a path: what the run directory, a study, an export, theory/ and bench/ write with (no
+TensorFlow, no other module of the project).
 """
 import contextlib
 import json
