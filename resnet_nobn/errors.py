@@ -84,13 +84,16 @@ def unwritable(e, path):
     return (_named(e, path), reason) if reason else None
 
 
-def write_failure(e, path, fix):
-    """The one line for `e` if it is a write that failed (`disk_full`, `unwritable`), else None:
-    the file, the reason and `fix`."""
-    said, refused = disk_full(e, path, fix), unwritable(e, path)
+def write_failure(e, path, instead):
+    """The one line for `e` if it is a write that failed, else None: the file, the reason and the
+    fix for that cause, "... or `instead`" (e.g. "give another --root"): free space for a full
+    disk (`disk_full`), make it writable for a refusal, move a file away for a path through one."""
+    said, refused = disk_full(e, path, f"free space there or {instead}"), unwritable(e, path)
     if said or not refused:
         return said
-    return f"cannot write {refused[0]}: {refused[1]}; {fix}"
+    in_the_way = refused[1] in ("Not a directory", "Is a directory")  # a file, or a directory
+    fix = "move what stands in its path away" if in_the_way else "make it writable"
+    return f"cannot write {refused[0]}: {refused[1]}; {fix} or {instead}"
 
 
 _REFUSED = ("Read-only file system", "Permission denied", "Not a directory", "Is a directory")

@@ -189,8 +189,7 @@ def run():
     except ValueError as e:
         raise UserError(str(e)) from None
     except OSError as e:
-        raise UserError(write_failure(e, FLAGS.root, "fix permissions, free space or use another "
-                                      "--root")) from None
+        raise UserError(write_failure(e, FLAGS.root, "give another --root")) from None
     if FLAGS.print_commands:  # the runs the study would launch now, why not the others; a dry
         for cfg in configs:   # run: nothing written (each launched run writes its own HParams)
             why = launcher.skipped(cfg, launcher.run_state(cfg), FLAGS.retry_failed,
@@ -208,9 +207,8 @@ def run():
     try:
         hparams.write_hparams_config(FLAGS.root, configs)
     except (OSError, tf.errors.OpError) as e:
-        raise UserError(write_failure(e, FLAGS.root, "fix permissions, free space or use another "
-                                      "--root") or f"cannot write the study in --root={FLAGS.root}: "
-                        f"{first_line(e)}") from None
+        raise UserError(write_failure(e, FLAGS.root, "give another --root")
+                        or f"cannot write the study in --root={FLAGS.root}: {first_line(e)}") from None
     print(f"study: {len(configs)} run{'s' if len(configs) > 1 else ''} under {FLAGS.root}",
           flush=True)
     with progress.Ticker(configs, FLAGS.root, _say, FLAGS.progress_every, lock=_SAY,

@@ -365,6 +365,22 @@ def test_an_error_line_quotes_tensorflows_informative_line_not_its_preamble():
     assert first_line(OSError("x" * 500), 160) == "x" * 160
 
 
+@pytest.mark.parametrize("error, fix", [
+    (OSError(28, "No space left on device", "/nowhere/f"), "free space there or give another --root"),
+    (OSError(13, "Permission denied", "/nowhere/f"), "make it writable or give another --root"),
+    (RuntimeError("{{function_node x}} /nowhere/f; Read-only file system"),
+     "make it writable or give another --root"),
+    (OSError(20, "Not a directory", "/nowhere/f"),
+     "move what stands in its path away or give another --root"),
+])
+def test_a_failed_write_is_given_the_fix_for_its_cause(error, fix):
+    """errors.write_failure: a full disk asks for space, a refusal for permission, a file in the
+    way for moving it; each line names the file and ends with that fix alone."""
+    from resnet_nobn.errors import write_failure
+    said = write_failure(error, "/nowhere", "give another --root")
+    assert said.endswith("; " + fix) and "/nowhere/f" in said, said
+
+
 def test_one_formatter_and_one_blocks_parser_for_every_flag_value():
     """cli.flag_text writes a value as its flag says it (the advice, the model card, the flag
     defaults); cli.parse_blocks reads --blocks_per_stage for the command line and the study."""

@@ -217,8 +217,8 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
                     state = _launch(cfg, tag, entry, base_args, timeout, state, follow_advice,
                                     log, python)
                 except Exception as e:  # noqa: BLE001 -- a write that failed is said, else raised
-                    said = write_failure(e, cfg.model_dir, "free space there or give another "
-                                         "--root; the runs finished so far are kept")
+                    said = write_failure(e, cfg.model_dir, "give another --root; the runs "
+                                         "finished so far are kept")
                     if said is None:
                         raise
                     raise UserError(said) from None

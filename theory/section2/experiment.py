@@ -285,7 +285,7 @@ def experiment(args):
             with open(js_tmp, "w") as f:
                 json.dump(summary, f, indent=1)
     except (OSError, tf.errors.OpError) as e:
-        said = write_failure(e, args.out, "free space there or give another --out")
+        said = write_failure(e, args.out, "give another --out")
         print(f"error: {said or first_line(e)}", file=sys.stderr, flush=True)
         return 2
     print(f"wrote {png} and TensorBoard runs under {args.out} ({time.time() - t0:.0f}s)",
