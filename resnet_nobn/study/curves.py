@@ -3,9 +3,10 @@ over its seeds, against training steps: the training loss (results.json `train_h
 top-1 error (results.json `history`) and the largest block norm ||A_j|| (the largest of the
 `branch_norm/<block>` scalars the trainer writes to TensorBoard, resnet_nobn/train/summaries.py:
 ||branch(h)|| / ||shortcut(h)|| on a fixed test batch, the network's counterpart of Section 2's
-||A_j||), each seed thin, their mean bold, the learning-rate drops (--lr_boundaries, or every
---lr_decay_every steps) dotted. matplotlib is imported quietly (its cache notices are not the
-project's lines).
+||A_j||), each seed thin, their mean bold at the steps every seed reached (a seed that stopped
+early, diverged or not trained that far yet, leaves the mean's company unchanged), a diverged
+run's last point a red x, the learning-rate drops (--lr_boundaries, or every --lr_decay_every
+steps) dotted. matplotlib is imported quietly (its cache notices are not the project's lines).
 """
 import contextlib
 import logging
@@ -23,9 +24,10 @@ MAX_DROPS = 50  # an exponential staircase of more drops is not drawn
 
 
 def run_series(run):
-    """{seed, loss, error, norm}: [(step, value)] each of one run (report.load_runs' dict)."""
+    """{seed, diverged, loss, error, norm}: [(step, value)] each of one run (report.load_runs'
+    dict); diverged: whether its status is diverged."""
     return dict(
-        seed=run["config"].get("seed"),
+        seed=run["config"].get("seed"), diverged=run.get("status") == "diverged",
         loss=[(h["step"], h["loss"]) for h in run.get(HISTORY) or []
               if isinstance(h, dict) and isinstance(h.get("step"), int) and _number(h.get("loss"))],
         error=[(h["step"], 100 * h["top1_error"]) for h in run.get("history", [])
@@ -75,18 +77,24 @@ def plot_curves(rows, path):
 
 
 def _panel(ax, row, key):
-    """One panel: each seed's curve thin, the mean over the seeds at each step bold, the drops."""
-    curves = [(s["seed"], s[key]) for s in row["series"] if s[key]]
-    by_step = {}
-    for seed, curve in curves:
+    """One panel: each seed's curve thin, a diverged one ending in a red x, the mean of the seeds
+    bold at the steps all of them have, the drops."""
+    curves = [(s["seed"], s.get("diverged"), s[key]) for s in row["series"] if s[key]]
+    by_step = {}  # step: {curve: its value there}
+    for i, (seed, diverged, curve) in enumerate(curves):
         steps, values = zip(*curve)
         ax.plot(steps, values, linewidth=0.7, alpha=0.6, label=f"seed {seed}")
+        if diverged:  # one legend entry for all of them
+            marked = "diverged" in ax.get_legend_handles_labels()[1]
+            ax.plot(steps[-1:], values[-1:], color="red", marker="x", linestyle="none",
+                    label=None if marked else "diverged")
         for step, value in curve:
-            by_step.setdefault(step, []).append(value)
-    if by_step:
-        steps = sorted(by_step)
-        ax.plot(steps, [np.mean(by_step[s]) for s in steps], color="black", linewidth=2.2,
-                label=f"mean (n={len(curves)})")
+            by_step.setdefault(step, {})[i] = value
+    # a step some seed did not reach (it diverged, stopped or trains on) is no mean of all of them
+    steps = sorted(s for s, values in by_step.items() if len(values) == len(curves))
+    if steps:
+        ax.plot(steps, [np.mean(list(by_step[s].values())) for s in steps], color="black",
+                linewidth=2.2, label=f"mean (n={len(curves)})")
     for i, step in enumerate(row["drops"]):
         ax.axvline(step, color="grey", linestyle=":", linewidth=1,
                    label="learning-rate drop" if i == 0 else None)

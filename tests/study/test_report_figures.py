@@ -144,6 +144,34 @@ def test_report_png_has_loss_error_and_block_norm_panels_per_network(tmp_path, m
     assert "mean (n=1)" in lines(axes[3]) and "mean" not in " ".join(lines(axes[5]))  # no events
 
 
+def test_the_bold_mean_is_of_every_seed_and_a_diverged_run_ends_in_a_red_x(tmp_path, monkeypatch):
+    """A seed that diverged at step 25 stops its curve there: the mean goes no further than the
+    steps every seed reached (it jumped to the survivors' mean), and the run's last point is
+    marked."""
+    from matplotlib.figure import Figure
+    seen, save = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: (seen.append(fig.axes),
+                                                                save(fig, *a, **k)))
+    root = str(tmp_path)
+    for seed in (0, 1, 2):
+        _run(root, "none", seed, 0.07)
+    d = os.path.join(root, "norm-none", "seed-2")
+    with open(os.path.join(d, "results.json")) as f:
+        results = json.load(f)
+    results.update(global_step=20, history=[], train_history=results["train_history"][:2])
+    json.dump(results, open(os.path.join(d, "results.json"), "w"))
+    json.dump(dict(step=25, retry_with="--learning_rate=0.01"),
+              open(os.path.join(d, "diverged.json"), "w"))
+    report.report(root)
+    loss = {line.get_label(): line for line in seen[0][0].get_lines()}
+    assert list(loss["mean (n=3)"].get_xdata()) == [10, 20]
+    assert np.allclose(loss["mean (n=3)"].get_ydata(), [2.0, 1.9])  # 2 - s/100 + mean(seed)/10
+    x = loss["diverged"]
+    assert x.get_marker() == "x" and x.get_color() == "red" and list(x.get_xdata()) == [20]
+    error = {line.get_label() for line in seen[0][1].get_lines()}
+    assert "diverged" not in error and "mean (n=2)" in error  # it was never evaluated
+
+
 def test_a_step_written_again_after_a_resume_reads_as_its_later_value(tmp_path):
     """A resume writes the steps after its checkpoint again, into a new events file: TensorBoard
     draws both passes; the report's reader keeps the later one, as the docs say."""
