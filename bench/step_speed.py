@@ -4,6 +4,7 @@ are, and their fraction of the device's peak.
     python bench/step_speed.py                          # Table 1's CIFAR net, batch 128
     python bench/step_speed.py --steps=1                # on a CPU: one timed step (~1 min)
     python bench/step_speed.py --peak_tflops=67         # a device the table below does not know
+    python bench/step_speed.py --backend=jax            # Keras' JAX backend; no TensorFlow needed
 
 The step is the trainer's own compiled loop (resnet_nobn/train/steps.py: forward, loss, gradient,
 SGD update) on one device (the first GPU, else the CPU), on synthetic images (no input
@@ -15,8 +16,10 @@ holds within 0.5% of TensorFlow's profiler). The peak is --peak_tflops, or the f
 float32 convolutions on TF32 tensor cores where there are some, so the fraction may exceed what
 that peak suggests. On a CPU the peak is unknown unless given.
 
-TensorFlow backend only: the network's layers and the step use TensorFlow ops, so
-`--backend=jax` says so and stops; it may come when the network is backend-agnostic.
+`--backend=jax` times the same network under Keras' JAX backend, on a machine with or without
+TensorFlow: the step of bench/jax_study.py (`KerasRun`: the cross-entropy plus the weight decay,
+the gradient, Keras' SGD with momentum, in train/steps.py's order), jitted, on random images drawn
+on the device; float32 or bfloat16 (float16 needs the TensorFlow trainer's loss scaling).
 """
 import argparse
 import os
@@ -61,6 +64,34 @@ def measure(cfg, steps):
     return seconds, next(iter(provenance.device_names(strategy).items()))
 
 
+def measure_jax(cfg, steps):
+    """(seconds of one training step of `cfg` under Keras' JAX backend, the device's name): the
+    step of bench/jax_study.py, jitted; one call compiles and warms up, then `steps` are timed."""
+    import jax
+    import keras
+    from bench.jax_study import KerasRun
+
+    if cfg.mixed_precision != "float32":
+        keras.mixed_precision.set_dtype_policy(f"mixed_{cfg.mixed_precision}")
+    run = KerasRun(cfg.model, cfg)
+    tv, ntv, ov = run.start(cfg.seed)
+    step = jax.jit(run.step, donate_argnums=(0, 1, 2))
+    kx, ky = jax.random.split(jax.random.PRNGKey(cfg.seed))
+    m = cfg.model
+    x = jax.random.normal(kx, (cfg.batch_size, m.image_size, m.image_size, 3))
+    y = jax.random.randint(ky, (cfg.batch_size,), 0, m.num_classes)
+    one = jax.numpy.float32(1.0)  # no mixup: the whole loss on y
+    tv, ntv, ov, loss, *_ = step(tv, ntv, ov, x, y, y, one)  # traces, compiles and warms up
+    loss.block_until_ready()
+    start = time.perf_counter()
+    for _ in range(steps):
+        tv, ntv, ov, loss, *_ = step(tv, ntv, ov, x, y, y, one)
+    loss.block_until_ready()
+    seconds = (time.perf_counter() - start) / steps
+    device = jax.devices()[0]
+    return seconds, (f"{device.platform.upper()}:{device.id}", device.device_kind)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10, help="timed steps (one compiled loop)")
@@ -72,14 +103,18 @@ def main():
     parser.add_argument("--widths", default=None, help="default: Table 1's 64,128,256")
     parser.add_argument("--blocks", type=int, default=None, help="default: Table 1's 9 per stage")
     parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow",
-                        help="tensorflow only: jax says it is not measured and stops")
+                        help="tensorflow: the trainer's own loop; jax: the network under Keras' "
+                        "JAX backend, bench/jax_study.py's step (no TensorFlow needed)")
     args = parser.parse_args()
-    if args.backend != "tensorflow":
-        raise SystemExit("error: --backend=jax is not measured yet: the network's layers and its "
-                         "training step (resnet_nobn/model/, resnet_nobn/train/steps.py) use "
-                         "TensorFlow ops; measure with --backend=tensorflow")
     if args.steps < 1 or args.batch_size < 1:
         raise SystemExit("error: --steps and --batch_size must be at least 1")
+    if args.backend == "jax" and args.mixed_precision == "float16":
+        raise SystemExit("error: --mixed_precision=float16 needs the TensorFlow trainer's loss "
+                         "scaling; under --backend=jax give bfloat16 or float32")
+    if "keras" in sys.modules and os.environ.get("KERAS_BACKEND", "tensorflow") != args.backend:
+        raise SystemExit(f"error: Keras is already loaded with another backend than "
+                         f"--backend={args.backend}")
+    os.environ["KERAS_BACKEND"] = args.backend  # before Keras loads (recipes, the network)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import dataclasses
     from bench.flops import conv_forward_flops
@@ -94,14 +129,15 @@ def main():
         model = dataclasses.replace(model, blocks_per_stage=(args.blocks,) * len(model.widths))
     cfg = dataclasses.replace(cfg, model=model, batch_size=args.batch_size,
                               use_synthetic_data=True, mixed_precision=args.mixed_precision)
-    seconds, (device, name) = measure(cfg, args.steps)
+    seconds, (device, name) = (measure_jax if args.backend == "jax" else measure)(cfg, args.steps)
     per_image = 3 * conv_forward_flops(model)
     images_per_sec = args.batch_size / seconds
     achieved = images_per_sec * per_image / 1e12
     peak = args.peak_tflops or (peak_of(name) if "GPU" in device else None)
     widths = ",".join(map(str, model.widths))
     print(f"network: widths {widths}, {model.blocks_per_stage[0]} blocks per stage, "
-          f"batch {args.batch_size}, {args.mixed_precision}, TensorFlow backend")
+          f"batch {args.batch_size}, {args.mixed_precision}, "
+          f"{'JAX' if args.backend == 'jax' else 'TensorFlow'} backend")
     print(f"device: {device} ({name})")
     print(f"step: {seconds * 1e3:.1f} ms  images/s: {images_per_sec:.1f}")
     print(f"training FLOPs per image: {per_image / 1e9:.2f} GFLOP (3 x the forward convolutions)")

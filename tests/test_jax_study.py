@@ -81,3 +81,27 @@ def test_the_report_pairs_by_image_over_the_seeds_both_sides_finished(tmp_path, 
     assert by_image[0] == pytest.approx(want) and by_image[1] < want < by_image[2]
     assert over is not None and jax_study_report.cell(records[-1]) == "non-finite @290"
     assert jax_study_report.summary(table["a"])[0] == "2/3"
+
+
+def test_step_speed_times_the_network_under_jax_without_tensorflow():
+    """bench/step_speed.py --backend=jax: the network's training step on a machine without
+    TensorFlow (a GPU machine with JAX only); float16, which needs the trainer's loss scaling, is
+    refused."""
+    blocker = ("import sys\nclass B:\n def find_spec(self, name, *a):\n"
+               "  if name.split('.')[0] == 'tensorflow': raise ImportError('no tensorflow')\n"
+               "sys.meta_path.insert(0, B())\nimport runpy\n"
+               "sys.argv = ['step_speed.py', '--backend=jax', '--widths=8,16,32', '--blocks=1',"
+               " '--batch_size=4', '--steps=2']\n"
+               f"runpy.run_path({os.path.join(ROOT, 'bench', 'step_speed.py')!r}, "
+               "run_name='__main__')\n")
+    p = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = dict(line.split(": ", 1) for line in p.stdout.splitlines())
+    assert lines["network"].endswith("float32, JAX backend") and lines["device"] == "CPU:0 (cpu)"
+    ms, per_sec = float(lines["step"].split()[0]), float(lines["step"].split()[-1])
+    assert per_sec == pytest.approx(4 / ms * 1e3, rel=0.05)  # 4 images a step
+    half = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "step_speed.py"),
+                           "--backend=jax", "--mixed_precision=float16"],
+                          capture_output=True, text=True, timeout=60)
+    assert half.returncode == 1 and half.stderr.startswith("error: --mixed_precision=float16")
