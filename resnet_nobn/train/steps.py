@@ -112,6 +112,17 @@ def per_example_cross_entropy(labels, logits):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits), labels
 
 
+def top_k_hits(labels, logits, k):
+    """1.0 for each example whose class `labels` is among the `k` classes that tf.math.top_k ranks
+    first in its `logits` row, else 0.0 (also where the row is not finite). Ties go to the lower
+    class index, as the export's `classes` (export/serving.py) and the 2016 fork's argmax: with
+    tf.math.in_top_k every class tied at the boundary counts, so a network whose logits are equal
+    (a flat image through the bias-free net, a collapsed net) was scored 0% error."""
+    top = tf.math.top_k(logits, k).indices
+    hit = tf.reduce_any(tf.equal(top, tf.cast(labels, top.dtype)[:, None]), axis=-1)
+    return tf.cast(hit & tf.reduce_all(tf.math.is_finite(logits), axis=-1), tf.float32)
+
+
 def scale_scalar_gradients(grads, variables, scalars, factor):
     """The gradient of each of `scalars` (model.scalar_parameters: Fixup's biases and multipliers,
     SkipInit's alpha) times `factor`: with SGD and momentum (and no weight decay on them) that is
@@ -196,8 +207,8 @@ def build_train_loop(cfg: TrainConfig, strategy, model, optimizer):
             loss = cross_entropy + tf.nn.scale_regularization_loss(decay)
             scaled = optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, variables)
-        top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32)
-        top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, logits.shape[-1])), tf.float32)
+        top1 = top_k_hits(labels, logits, 1)
+        top5 = top_k_hits(labels, logits, min(5, logits.shape[-1]))
         return grads, tf.stack([cross_entropy, loss, tf.reduce_sum(top1), tf.reduce_sum(top5)]), \
             batch_moments(pooled, logits)
 
@@ -254,9 +265,8 @@ def build_eval_step(strategy, model):
 
     def step_fn(images, labels, weights):
         logits = tf.cast(model(images, training=False), tf.float32)
-        top1 = tf.cast(tf.math.in_top_k(labels, logits, 1), tf.float32) * weights
-        top5 = tf.cast(tf.math.in_top_k(labels, logits, min(5, logits.shape[-1])),
-                       tf.float32) * weights
+        top1 = top_k_hits(labels, logits, 1) * weights
+        top5 = top_k_hits(labels, logits, min(5, logits.shape[-1])) * weights
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits) * weights
         return tf.reduce_sum(top1), tf.reduce_sum(top5), tf.reduce_sum(weights), tf.reduce_sum(ce)
 
