@@ -9,9 +9,20 @@ and of other extensions are not read. The command line reads the class names her
 (resnet_nobn/cli.py), before TensorFlow loads, and the run records them in config.json
 (TrainConfig.class_names), so a resume and an export have them; the images themselves are read,
 checked and resized by resnet_nobn/data/folder_input.py.
-"""
-import os
 
+A class name is one line of an export's labels.txt: a class folder whose name holds a control
+character (a newline) is refused. Names and paths in the messages have their control characters
+escaped (`printable`), and two names that differ only in their Unicode normalisation (NFC and
+NFD, as a copy made on macOS may write them) are shown as ascii() says them.
+
+results.json records each split's number of images and a digest of its file list (`digest`); a
+resume compares them with what the run's results.json recorded (`changes`).
+"""
+import hashlib
+import os
+import unicodedata
+
+from resnet_nobn.console import printable
 from resnet_nobn.errors import UserError
 
 NAME = "image_folder"  # the dataset's name (resnet_nobn/datasets.py)
@@ -28,24 +39,30 @@ def _list(path):
     try:
         return _visible(os.listdir(path))
     except OSError as e:
-        raise UserError(f"cannot read the folder {path}: {e.strerror}; fix its permissions"
-                        ) from None
+        raise UserError(f"cannot read the folder {printable(path)}: {e.strerror}; fix its "
+                        "permissions") from None
 
 
 def class_folders(root, split):
-    """The class folders of ROOT/`split`, sorted; UserError if the split is missing or has fewer
-    than two."""
+    """The class folders of ROOT/`split`, sorted; UserError if the split is missing, has fewer
+    than two, or one whose name holds a control character."""
     where = os.path.join(root, split)
     if not os.path.isdir(where):
-        raise UserError(f"--data_dir={root} has no {split}/ folder: --dataset={NAME} reads "
-                        f"{EXAMPLE} (one folder per class)")
+        raise UserError(f"--data_dir={printable(root)} has no {split}/ folder: --dataset={NAME} "
+                        f"reads {EXAMPLE} (one folder per class)")
     names = [n for n in _list(where) if os.path.isdir(os.path.join(where, n))]
+    bad = [n for n in names if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in n)]
+    if bad:  # a line break in labels.txt, which predict refuses: the export would be unusable
+        raise UserError(f"the class folder {printable(os.path.join(where, bad[0]))} has a control "
+                        "character in its name; rename it (a class name is one line of an "
+                        "export's labels.txt)")
     if not names:
-        raise UserError(f"{where} holds no class folders: put each class's images in a folder "
-                        f"named by the class ({EXAMPLE})")
+        raise UserError(f"{printable(where)} holds no class folders: put each class's images in "
+                        f"a folder named by the class ({EXAMPLE})")
     if len(names) == 1:  # ModelConfig.num_classes: one class has a softmax loss of 0
-        raise UserError(f"{where} holds one class folder ({names[0]}): a classifier needs two or "
-                        f"more; add a folder for each other class ({EXAMPLE})")
+        raise UserError(f"{printable(where)} holds one class folder ({printable(names[0])}): a "
+                        f"classifier needs two or more; add a folder for each other class "
+                        f"({EXAMPLE})")
     return names
 
 
@@ -55,36 +72,57 @@ def images_of(folder):
             if n.lower().endswith(EXTENSIONS) and os.path.isfile(os.path.join(folder, n))]
 
 
+def _form(name):
+    """The Unicode normalisation `name` is in: NFC, NFD, or mixed (neither)."""
+    return next((f for f in ("NFC", "NFD") if unicodedata.is_normalized(f, name)), "mixed")
+
+
+def _other_names(ours, theirs, what=("train/", "test/")):
+    """The part of a message saying how the class names `ours` and `theirs` differ, e.g.
+    `train/ only: b; test/ only: c` (`what`: how each list is called). A name that equals one of
+    the others once both are in NFC is shown as ascii() says it, and the part says that those
+    differ only in their Unicode normalisation."""
+    nfc = [{unicodedata.normalize("NFC", n) for n in names} for names in (theirs, ours)]
+    only = [[n for n in a if n not in b] for a, b in ((ours, theirs), (theirs, ours))]
+    alike = [[n for n in names if unicodedata.normalize("NFC", n) in other]
+             for names, other in zip(only, nfc)]
+    said = "; ".join(f"{w} only: {', '.join(ascii(n) if n in a else printable(n) for n in names)}"
+                     for w, names, a in zip(what, only, alike) if names)
+    if any(alike):
+        forms = [f"{'/'.join(sorted({_form(n) for n in a}))} in {w}"
+                 for w, a in zip(what, alike) if a]
+        said += f"; the quoted names differ only in Unicode normalisation ({', '.join(forms)})"
+    return said
+
+
 def layout(root):
     """(class names, {split: [(path, class index)]}) of the image folder ROOT; UserError (one line)
     if --data_dir is not given or not a directory, a split is missing or holds fewer than two class
-    folders or no images, a class of train/ has no image, or test/'s class folders are not
-    train/'s."""
+    folders or no images, a class folder's name holds a control character, a class of train/ has
+    no image, or test/'s class folders are not train/'s."""
     if not (root or "").strip():
         raise UserError(f"--dataset={NAME} needs --data_dir=ROOT, the folder holding {EXAMPLE}")
     if not os.path.isdir(root):
         what = "is a file" if os.path.exists(root) else "does not exist"
-        raise UserError(f"--data_dir={root} {what}; give the folder holding {EXAMPLE}")
+        raise UserError(f"--data_dir={printable(root)} {what}; give the folder holding {EXAMPLE}")
     names = {split: class_folders(root, split) for split in SPLITS}
     train, test = names["train"], names["test"]
     if train != test:
-        only = [f"{split}/ only: {', '.join(n for n in a if n not in b)}"
-                for split, a, b in (("train", train, test), ("test", test, train))
-                if set(a) - set(b)]
-        raise UserError(f"the class folders of {os.path.join(root, 'test')} are not those of "
-                        f"{os.path.join(root, 'train')} ({'; '.join(only)}); give both splits "
-                        "the same class folders")
+        raise UserError(f"the class folders of {printable(os.path.join(root, 'test'))} are not "
+                        f"those of {printable(os.path.join(root, 'train'))} "
+                        f"({_other_names(train, test)}); give both splits the same class folders")
     files = {}
     for split in SPLITS:
         files[split] = [(path, label) for label, name in enumerate(train)
                         for path in images_of(os.path.join(root, split, name))]
         if not files[split]:
-            raise UserError(f"{os.path.join(root, split)} holds no PNG or JPEG images in its class "
-                            f"folders ({', '.join(EXTENSIONS)}; {EXAMPLE})")
+            raise UserError(f"{printable(os.path.join(root, split))} holds no PNG or JPEG images "
+                            f"in its class folders ({', '.join(EXTENSIONS)}; {EXAMPLE})")
     empty = [n for i, n in enumerate(train) if not any(label == i for _, label in files["train"])]
     if empty:
-        raise UserError(f"the class folder {os.path.join(root, 'train', empty[0])} holds no PNG or "
-                        "JPEG images: add some, or remove the folder (from test/ too)")
+        raise UserError(f"the class folder {printable(os.path.join(root, 'train', empty[0]))} "
+                        "holds no PNG or JPEG images: add some, or remove the folder (from test/ "
+                        "too)")
     return tuple(train), files
 
 
@@ -92,3 +130,50 @@ def class_names(root):
     """The class names of the image folder ROOT (its train/ class folders, sorted), the whole
     layout checked (`layout`)."""
     return layout(root)[0]
+
+
+def digest(root, split, files):
+    """A digest of the file list `files` ([(path, class index)] of ROOT/`split`, `layout`'s): 16
+    hex digits of the sha256 of each file's path under the split and size, in order. Every file
+    is measured (os.stat), none read.
+
+    Why names and sizes: the number of images misses an image replaced or one removed and another
+    added, which change what a resume trains on as much as a new count; the names also set the
+    order of the images in memory, so of the batches. A content digest would catch an edit that
+    keeps the size too (rare: a re-saved image changes its size), at the cost of hashing every
+    image again; this one costs what listing the folder cost. A copy of the folder elsewhere has
+    the same digest (its new --data_dir is recorded as a change of its own)."""
+    h = hashlib.sha256()
+    for path, _ in files:
+        try:
+            size = os.stat(path).st_size
+        except OSError as e:
+            raise UserError(f"cannot read {printable(path)}: {e.strerror}; replace it, or remove "
+                            "it from the folder") from None
+        name = os.path.relpath(path, os.path.join(root, split)).replace(os.sep, "/")
+        h.update(f"{name}\t{size}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()[:16]
+
+
+def record(root, files):
+    """results.json's `image_folder` record of the image folder ROOT but for its class names:
+    {root, <split>_images: the number of images, <split>_files: `digest`} (`files`: `layout`'s)."""
+    return dict(root=os.path.abspath(root),
+                **{f"{split}_images": len(files[split]) for split in SPLITS},
+                **{f"{split}_files": digest(root, split, files[split]) for split in SPLITS})
+
+
+def changes(was, now):
+    """{field: [there, here]} of what changed in the image folder's images between `was`, the
+    `image_folder` record of the run's results.json (None or {} if it has none: an older run),
+    and `now`, this start's (`record`): for each split, its number of images where that changed,
+    else its file list's digest where that changed. The field is the record's key under
+    `image_folder.` (image_folder.train_images). Only what `was` records is compared, so an older
+    record without the digests compares the counts."""
+    out = {}
+    for split in SPLITS:
+        for key in (f"{split}_images", f"{split}_files"):
+            if isinstance(was, dict) and was.get(key) is not None and was[key] != now.get(key):
+                out[f"{NAME}.{key}"] = [was[key], now.get(key)]
+                break  # a new count says the list changed; its digest adds nothing
+    return out

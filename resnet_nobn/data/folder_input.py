@@ -16,6 +16,7 @@ import numpy as np
 
 from resnet_nobn import image_folder
 from resnet_nobn.config import TrainConfig
+from resnet_nobn.console import printable
 from resnet_nobn.data import cifar, standardization
 from resnet_nobn.data.cifar import InMemoryInput
 from resnet_nobn.data.images import decode_pixels, read_file, resized
@@ -43,18 +44,19 @@ def make_input(cfg: TrainConfig):
     """The input of a `--dataset=image_folder` run: both splits of --data_dir read into memory and
     checked before training; UserError if the folder's classes are no longer the run's
     (`cfg.class_names`, read when the run began) or an image cannot be read. `folder` records
-    the folder and its numbers of images (results.json `image_folder`)."""
+    the folder, its numbers of images and the digests of its file lists (results.json
+    `image_folder`, resnet_nobn/image_folder.py `record`)."""
     info = DATASETS[cfg.dataset]
     names, files = image_folder.layout(cfg.data_dir)
     if names != tuple(cfg.class_names):
-        raise UserError(f"the class folders of {os.path.join(cfg.data_dir, 'train')} "
-                        f"({', '.join(names)}) are not the run's ({', '.join(cfg.class_names)}); "
-                        "give the folder the run was started with, or a new --model_dir")
+        said = [", ".join(map(printable, n)) for n in (names, cfg.class_names)]
+        raise UserError(f"the class folders of {printable(os.path.join(cfg.data_dir, 'train'))} "
+                        f"({said[0]}) are not the run's ({said[1]}); give the folder the run was "
+                        "started with, or a new --model_dir")
     train, test = (read_split(files[split], info.image_size) for split in image_folder.SPLITS)
     standardize = (cifar.dataset_standardization(train[0], info) if cfg.standardize == "dataset"
                    else standardization.Standardization())
     inp = InMemoryInput(info, train, test, cfg.seed, cfg.crop_padding, standardize=standardize,
                         mixup=cfg.mixup, num_classes=cfg.model.num_classes)
-    inp.folder = dict(root=os.path.abspath(cfg.data_dir), train_images=len(train[1]),
-                      test_images=len(test[1]))
+    inp.folder = image_folder.record(cfg.data_dir, files)
     return inp

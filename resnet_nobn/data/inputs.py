@@ -7,11 +7,12 @@ over workers and replicas alike (resnet_nobn/data/pipeline.py). Each input has
 `train_dataset(ctx, global_batch, start_step)` of (images, labels), `num_eval_batches(global_batch)`
 and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding weighted 0.
 results.json records what a run's input was (`record`); a resumed run's input goes on as recorded
-(`go_on_as_recorded`).
+(`go_on_as_recorded`), and a resume records how an image folder's images changed (`changes_since`).
 """
 import numpy as np
 import tensorflow as tf
 
+from resnet_nobn import image_folder
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import cifar, folder_input, imagenet, standardization, tfds_dir
 from resnet_nobn.datasets import DATASETS, DatasetInfo
@@ -72,14 +73,25 @@ def go_on_as_recorded(inp, results):
             f"results.json records: {was.described()}")
 
 
+def changes_since(inp, results):
+    """{field: [there, here]} of what the images of the image folder the input `inp` reads
+    changed since the run's results.json (`results`, as the run found it) recorded them
+    (resnet_nobn/image_folder.py `changes`): a resume records them with the settings it changes
+    (`resume_changes`). {} for another input, and for a results.json without the record."""
+    folder = getattr(inp, "folder", None)
+    if folder is None:
+        return {}
+    return image_folder.changes((results or {}).get(image_folder.NAME), folder)
+
+
 def record(inp, class_names):
     """results.json's record of the input `inp`: another dataset's images under the name
     (`data_mismatch`), an image folder's classes (`class_names`: the run's, or ()), the mean and
     std of --standardize=dataset."""
     mismatch, std = getattr(inp, "mismatch", None), getattr(inp, "standardization", None)
     return {**({"data_mismatch": mismatch} if mismatch else {}),
-            **({"image_folder": dict(getattr(inp, "folder", None) or {},
-                                     class_names=list(class_names))} if class_names else {}),
+            **({image_folder.NAME: dict(getattr(inp, "folder", None) or {},
+                                        class_names=list(class_names))} if class_names else {}),
             **({standardization.RECORD: std.record()}
                if std and std.mode == standardization.DATASET else {})}
 

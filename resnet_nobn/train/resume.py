@@ -12,6 +12,7 @@ import dataclasses
 import math
 import os
 
+from resnet_nobn import image_folder
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import RESUMABLE_FIELDS, differences
 from resnet_nobn.errors import UserError
@@ -189,9 +190,11 @@ def restore_order(steps, indexed, losses, diverged, num_classes):
 def advised(change):
     """Whether a results.json `resume_changes` entry {step, field, from, to} is one that a resume
     made to follow the retry advice: a resume changes a setting outside RESUMABLE_FIELDS only to
-    its advised value."""
+    its advised value. An image folder's images (`image_folder.train_images`, ...) are no
+    setting."""
     return (isinstance(change, dict) and isinstance(change.get("field"), str)
-            and change["field"] not in RESUMABLE_FIELDS)
+            and change["field"] not in RESUMABLE_FIELDS
+            and not change["field"].startswith(f"{image_folder.NAME}."))
 
 
 def _same(text, value):

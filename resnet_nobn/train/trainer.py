@@ -200,7 +200,8 @@ class Trainer:
              diverged and results.json records no rollback, so the next start rolls back again
              to the same checkpoint (only the deleted ones are gone);
           3. the checkpoint state file tracks the restorable checkpoints up to the one restored;
-          4. results.json records the rollback and the settings this resume changes, *before*
+          4. results.json records the rollback and the settings this resume changes (and the
+             images of an image folder: resnet_nobn/data/inputs.py `changes_since`), *before*
              config.json says them: killed after, config.json still differs, the same changes
              are allowed again and recorded once (the rollback is no longer pending: recorded);
              in the other order a kill would lose them;
@@ -225,7 +226,9 @@ class Trainer:
             return
         rolled_back, changes = False, {}
         if restored is not None and self.chief:
-            rolled_back, changes = self.plan.action == resume.ROLLBACK, self.plan.changes
+            rolled_back = self.plan.action == resume.ROLLBACK
+            # the settings it changes, and the images of an image folder, recorded alike
+            changes = {**self.plan.changes, **inputs.changes_since(self.input, run.results)}
             if rolled_back:
                 gone = self.checkpoints.delete_after(restored.step, run.steps)  # 2
                 log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from resnet_nobn import image_folder
 from tests.helpers import run_cli
 
 CLASSES = ("cat", "dog", "zebra")
@@ -51,8 +52,10 @@ def test_a_folder_trains_and_its_classes_reach_results_the_card_and_the_export(t
     assert results["dataset"] == "image_folder" and results["global_step"] == 4
     assert results["config"]["class_names"] == list(CLASSES)
     assert results["config"]["model"]["num_classes"] == 3
-    assert results["image_folder"] == dict(root=os.path.abspath(root), train_images=24,
-                                           test_images=6, class_names=list(CLASSES))
+    files = image_folder.layout(root)[1]
+    assert results["image_folder"] == dict(
+        root=os.path.abspath(root), train_images=24, test_images=6, class_names=list(CLASSES),
+        **{f"{s}_files": image_folder.digest(root, s, files[s]) for s in ("train", "test")})
     assert json.loads((run / "config.json").read_text())["class_names"] == list(CLASSES)
     rep = run_cli("report.py", f"--root={tmp / 'study'}")
     assert rep.returncode == 0, rep.stderr
@@ -141,6 +144,15 @@ def _break(root, case):
             f.write(b"\0" * 64)
             f.truncate(124)
         return f"{path} is a damaged PNG file"
+    if case == "newline in a class name":
+        for split in (train, test):
+            os.rename(os.path.join(split, "b"), os.path.join(split, "b\nc"))
+        return f"{train}/b\\nc has a control character in its name"
+    if case == "NFD name in test/":
+        os.rename(os.path.join(train, "b"), os.path.join(train, "caf\u00e9"))
+        os.rename(os.path.join(test, "b"), os.path.join(test, "cafe\u0301"))
+        return ("train/ only: 'caf\\xe9'; test/ only: 'cafe\\u0301'; the quoted names differ "
+                "only in Unicode normalisation (NFC in train/, NFD in test/)")
     if case == "not an image":
         path = os.path.join(test, "a", "0.jpeg")
         with open(path, "w") as f:
@@ -150,7 +162,8 @@ def _break(root, case):
 
 
 @pytest.mark.parametrize("case", ["no test/", "no class folders", "one class", "no images",
-                                  "other classes", "bad image", "not an image", "no --data_dir"])
+                                  "other classes", "newline in a class name", "NFD name in test/",
+                                  "bad image", "not an image", "no --data_dir"])
 def test_each_bad_folder_is_one_line_and_nothing_is_written(tmp_path, case):
     root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(2, 1))
     said = _break(root, case)
@@ -176,3 +189,65 @@ def test_a_folder_standardized_by_its_own_mean_and_std(tmp_path):
          for c in "ab" for i in range(4)], 32)[0].astype(np.float64)
     np.testing.assert_allclose(std.mean, images.mean(axis=(0, 1, 2)), rtol=1e-9)
     np.testing.assert_allclose(std.std, images.std(axis=(0, 1, 2)), rtol=1e-9)
+
+
+def test_a_resume_on_other_images_says_so_and_records_it(tmp_path):
+    """Images added to train/ and one of test/ replaced (same class folders): the resume says so
+    in its `with ... (recorded in results.json)` line, and results.json's `resume_changes` records
+    both beside the new numbers, so that it does not claim the run trained on one set."""
+    root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(2, 1))
+    run = tmp_path / "run"
+    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *TINY,
+                f"--model_dir={run}")
+    assert p.returncode == 0, p.stderr
+    was = json.loads((run / "results.json").read_text())["image_folder"]
+    shutil.copy(os.path.join(root, "train", "a", "0.jpeg"),
+                os.path.join(root, "train", "a", "x.jpeg"))
+    os.remove(os.path.join(root, "test", "b", "0.jpeg"))  # replaced: the count stays 2
+    Image.new("RGB", (32, 32), (9, 9, 9)).save(os.path.join(root, "test", "b", "y.png"))
+    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *TINY,
+                "--train_steps=6", f"--model_dir={run}")
+    assert p.returncode == 0, p.stderr
+    results = json.loads((run / "results.json").read_text())
+    now = results["image_folder"]
+    assert (now["train_images"], now["test_images"]) == (5, 2)
+    assert {"step": 4, "field": "image_folder.train_images", "from": 4, "to": 5} in results[
+        "resume_changes"], results["resume_changes"]
+    assert results["resume_changes"] == [
+        {"step": 4, "field": "train_steps", "from": 4, "to": 6},
+        {"step": 4, "field": "image_folder.train_images", "from": 4, "to": 5},
+        {"step": 4, "field": "image_folder.test_files", "from": was["test_files"],
+         "to": now["test_files"]}]
+    assert (f"with train_steps 4 -> 6, image_folder.train_images 4 -> 5, image_folder.test_files "
+            f"{was['test_files']} -> {now['test_files']} (recorded in results.json)") in p.stdout
+
+
+def test_what_a_resume_compares_of_the_image_folder(tmp_path):
+    """The counts and the digests of the file lists (names and sizes) of each split, as far as the
+    run's results.json records them: an older one without the record, or without the digests,
+    resumes as before. Such a change is no setting a run followed the retry advice for."""
+    from resnet_nobn.study import advice
+    root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(2, 1))
+    was = image_folder.record(root, image_folder.layout(root)[1])
+    copy = str(shutil.copytree(root, tmp_path / "copy"))
+    assert image_folder.changes(was, image_folder.record(copy, image_folder.layout(copy)[1])) == {}
+    with open(os.path.join(root, "train", "b", "1.png"), "ab") as f:
+        f.write(b"\0")  # one image of another size
+    os.rename(os.path.join(root, "test", "a", "0.jpeg"), os.path.join(root, "test", "a", "z.jpeg"))
+    now = image_folder.record(root, image_folder.layout(root)[1])
+    assert image_folder.changes(was, now) == {"image_folder.train_files": [
+        was["train_files"], now["train_files"]], "image_folder.test_files": [
+        was["test_files"], now["test_files"]]}
+    from resnet_nobn.train import resume
+    now = dict(root="/f", train_images=5, test_images=2, train_files="1" * 16,
+               test_files="2" * 16, class_names=["a", "b"])
+    assert image_folder.changes(now, dict(now)) == {}
+    assert image_folder.changes(None, now) == {} and image_folder.changes({}, now) == {}
+    assert image_folder.changes(dict(root="/f", train_images=5, test_images=2), now) == {}
+    assert image_folder.changes(dict(now, train_images=4, train_files="3" * 16), now) == {
+        "image_folder.train_images": [4, 5]}
+    assert image_folder.changes(dict(now, test_files="4" * 16), now) == {
+        "image_folder.test_files": ["4" * 16, "2" * 16]}
+    change = {"step": 4, "field": "image_folder.train_images", "from": 4, "to": 5}
+    assert not resume.advised(change)
+    assert advice.advised_flags({"resume_changes": [change]}) == []
