@@ -22,30 +22,42 @@ def registrar(cases):
     return case
 
 
+def _refuse(said):
+    print(f"error: {said}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
 def main(doc, title, cases, numeric_order=True, before=None, after=None):
     """Parses --root and --only, runs the cases (by section number, or as registered) and prints
     the table; `before()` runs first, `after()` at the end whatever happens. The exit status: 0
-    iff every case behaved as expected."""
+    iff every case behaved as expected; 2 and one line for an --only that selects no case (--root
+    untouched) or a --root that cannot be made."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--root", required=True, help="scratch directory (emptied first)")
     p.add_argument("--only", default="", help="run only the cases whose section starts with this")
     args = p.parse_args()
+    order = (sorted(cases, key=lambda c: [int(n) for n in c[0].split(".")]) if numeric_order
+             else cases)
+    order = [c for c in order if (c[0] + ".").startswith(args.only)]
+    if not order:  # "0 of 0 as expected" would read as a pass
+        sections = sorted({c[0].split(".")[0] for c in cases}, key=int)
+        _refuse(f"--only={args.only} selects no case; give a section ({', '.join(sections)}) or "
+                "a case number such as 1.2")
     if before:
         before()
     shutil.rmtree(args.root, ignore_errors=True)
-    os.makedirs(args.root)
+    try:
+        os.makedirs(args.root)
+    except OSError as e:
+        _refuse(f"cannot make --root={args.root}: {e.strerror}; give another --root")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     print(f"{title}: {time.strftime('%Y-%m-%d %H:%M')} UTC, commit {commit}\n")
     print("| § | case | expected | got | as expected |")
     print("| --- | --- | --- | --- | --- |")
-    order = (sorted(cases, key=lambda c: [int(n) for n in c[0].split(".")]) if numeric_order
-             else cases)
     results, t0 = [], time.time()
     try:
         for section, name, expected, fn in order:
-            if not (section + ".").startswith(args.only):
-                continue
             try:
                 ok, got = fn(args.root)
             except Exception as e:  # noqa: BLE001 -- a case that cannot even be tried is a failure

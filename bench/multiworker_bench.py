@@ -1,4 +1,4 @@
-"""Multi-worker scaling on loopback: throughput of 1 worker against 2 workers, side by side.
+"""Multi-worker scaling on loopback: throughput of 1 worker against 2, one after the other.
 
     python bench/multiworker_bench.py [--steps=30] [--per_worker_batch=32] [--widths=32,64,128,256]
 
