@@ -40,17 +40,42 @@ def curves(model_dir, max_step):
     return out, diverged
 
 
+def read_runs(items, max_step):
+    """[(label, model_dir, curves(model_dir, max_step))] of the --runs items LABEL:MODEL_DIR; the
+    one line that says what is wrong (ValueError) for an item without both parts, a MODEL_DIR that
+    is no directory, or a run with none of QUANTITIES logged up to `max_step` (an empty figure
+    would read as a run that logged nothing)."""
+    if max_step < 1:
+        raise ValueError(f"--max_step={max_step} shows no step; give 1 or more")
+    out = []
+    for item in items:
+        label, _, model_dir = item.partition(":")
+        if not (label and model_dir):
+            raise ValueError(f"--runs item {item!r} is not LABEL:MODEL_DIR")
+        if not os.path.isdir(model_dir):
+            raise ValueError(f"--runs: {model_dir} is not a directory; give a run's --model_dir")
+        data, diverged = curves(model_dir, max_step)
+        if not any(steps for steps, _ in data.values()):
+            raise ValueError(f"--runs: {model_dir}/train holds none of "
+                             f"{', '.join(t for t, _ in QUANTITIES)} up to step {max_step}; give "
+                             "a run the trainer logged")
+        out.append((label, model_dir, (data, diverged)))
+    return out
+
+
 def main(argv):
     del argv
+    if not FLAGS.runs or not FLAGS.figure:
+        sys.exit("error: give --runs=LABEL:MODEL_DIR,... and --figure=PATH")
+    try:
+        runs = read_runs(FLAGS.runs, FLAGS.max_step)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    if not FLAGS.runs or not FLAGS.figure:
-        sys.exit("error: give --runs=LABEL:MODEL_DIR,... and --figure=PATH")
     fig, axes = plt.subplots(1, len(QUANTITIES), figsize=(15, 4.2))
-    for item in FLAGS.runs:
-        label, _, model_dir = item.partition(":")
-        data, diverged = curves(model_dir, FLAGS.max_step)
+    for label, _, (data, diverged) in runs:
         for ax, (tag, _) in zip(axes, QUANTITIES):
             steps, values = data[tag]
             line, = ax.plot(steps, values, label=label + (f" (NaN @{diverged})" if diverged else ""))

@@ -20,3 +20,16 @@ def test_curves_are_the_logged_scalars_and_the_divergence_step(tmp_path):
     assert data["pooled_spread"][0] == [10, 20]  # step 400 is past max_step
     assert [round(v, 4) for v in data["cross_entropy"][1]] == [2.2, 2.1]
     assert [round(v, 4) for v in data["logit_norm"][1]] == [1.0, 2.0]
+
+
+def test_a_run_it_cannot_draw_is_one_line_not_an_empty_figure(tmp_path):
+    import pytest
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for items, max_step, said in (
+            (["x:" + str(tmp_path / "nope")], 300, "is not a directory"),
+            (["bad"], 300, "is not LABEL:MODEL_DIR"),
+            (["x:" + str(empty)], 300, "holds none of cross_entropy"),
+            (["x:" + str(empty)], 0, "--max_step=0 shows no step")):
+        with pytest.raises(ValueError, match=said):
+            mechanism.read_runs(items, max_step)
