@@ -20,6 +20,8 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+from resnet_nobn.files import atomic_write_json  # noqa: E402
 # The plausible bugs (bench/theory_bugs.json): name, file under theory/, exact text, replacement,
 # what the bug is, and the part of the paper it breaks.
 with open(os.path.join(REPO, "bench", "theory_bugs.json"), encoding="utf-8") as _f:
@@ -70,6 +72,24 @@ def run_one(mutation, timeout):
             "fatal_rows": fatal, "seconds": round(time.time() - t, 1)}
 
 
+def refused(args, only):
+    """The line that says what is wrong with the flags `args` (`only`: the --only names), or None:
+    --jobs or --timeout not positive, an --only name of no mutation, an --out that cannot be
+    written (tried before the hours of work, not after)."""
+    unknown = sorted(only - {m[0] for m in MUTATIONS})
+    if unknown:
+        return (f"--only names no mutation {', '.join(unknown)}; the mutations: "
+                f"{', '.join(m[0] for m in MUTATIONS)}")
+    if args.jobs < 1 or not 0 < args.timeout < float("inf"):
+        return f"--jobs={args.jobs} and --timeout={args.timeout:g} must be positive"
+    if args.out:
+        try:
+            atomic_write_json(args.out, [])  # replaced whole at the end
+        except OSError as e:
+            return f"cannot write --out={args.out}: {e.strerror}; give another --out"
+    return None
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=2, help="mutations run at once, one thread each (default 2)")
@@ -79,6 +99,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     only = {x for x in args.only.split(",") if x}
     muts = [m for m in MUTATIONS if not only or m[0] in only]
+    said = refused(args, only)
+    if said:
+        print(f"error: {said}", file=sys.stderr, flush=True)
+        return 2
     with tempfile.TemporaryDirectory() as tmp:      # every mutation applies, before any run
         shutil.copytree(os.path.join(REPO, "theory"), os.path.join(tmp, "theory"))
         for m in muts:
@@ -101,8 +125,7 @@ def main(argv=None):
           f"{tb} by a traceback, {sum(r['verdict'] == 'missed' for r in results)} missed; "
           f"{time.time() - t0:.0f}s wall, --jobs {args.jobs}")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
+        atomic_write_json(args.out, results)
     return 0 if caught >= 0.9 * len(results) and tb == 0 else 1
 
 
