@@ -12,7 +12,6 @@ per-seed gaps and their t interval over seeds are printed too.
     python bench/paired_gap.py --a=/runs/clip_s3,/runs/clip_s5 --b=/runs/bn_s3,/runs/bn_s5 \
         --data_dir=/tmp/fmnist --json=/tmp/gap.json
 """
-import json
 import os
 import sys
 
@@ -21,6 +20,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from resnet_nobn import cli  # noqa: E402
+from resnet_nobn.files import atomic_write_json  # noqa: E402
 from resnet_nobn.study.stats import paired_interval, seed_interval  # noqa: E402
 
 flags.DEFINE_list("a", None, "Side A: model_dirs of finished runs, one per seed.")
@@ -28,22 +28,24 @@ flags.DEFINE_list("b", None, "Side B: model_dirs of finished runs, in the same s
 flags.DEFINE_string("data_dir", None, "tfds data directory of the runs' dataset (default: each "
                     "run's own --data_dir).")
 flags.DEFINE_string("json", None, "Also write the figures to this JSON file.")
-flags.DEFINE_float("level", 0.95, "Confidence level of the intervals.")
+flags.DEFINE_float("level", 0.95, "Confidence level of the intervals, between 0 and 1.")
 
 
 def wrong_on_test(model_dir, data_dir=None, batch=500):
     """(0/1 array over the test split, the step evaluated): which test images the run's final
-    usable checkpoint gets wrong (top-1)."""
+    usable checkpoint gets wrong (top-1). The run directory is read once and only read."""
     import dataclasses
 
     import tensorflow as tf
 
     from resnet_nobn.data import inputs
     from resnet_nobn.export import writer
-    cfg = writer._config(model_dir)
+    from resnet_nobn.train import rundir
+    run = rundir.read(model_dir, ask_lock=False)
+    cfg = writer._config(run)
     if data_dir:
         cfg = dataclasses.replace(cfg, data_dir=data_dir)
-    model, step, _, _ = writer.restore(cfg, model_dir)
+    model, step, _, _ = writer.restore(cfg, run)
     inp = inputs.make_input(cfg)
     wrong = []
     for images, labels, weights in inp.eval_dataset(tf.distribute.InputContext(), batch):
@@ -57,6 +59,12 @@ def main(argv):
     del argv
     if not FLAGS.a or not FLAGS.b or len(FLAGS.a) != len(FLAGS.b):
         sys.exit("error: give --a and --b, the same number of runs on each side (one per seed)")
+    if not 0 < FLAGS.level < 1:
+        sys.exit(f"error: --level={FLAGS.level} is not a confidence level; give one between 0 "
+                 "and 1 (e.g. 0.95)")
+    if FLAGS.json and not os.path.isdir(os.path.dirname(os.path.abspath(FLAGS.json))):
+        sys.exit(f"error: --json={FLAGS.json}: its directory does not exist; give a file in an "
+                 "existing directory")
     sides = {}
     for side, dirs in (("a", FLAGS.a), ("b", FLAGS.b)):
         runs = [wrong_on_test(d, FLAGS.data_dir) for d in dirs]
@@ -71,11 +79,11 @@ def main(argv):
           f"{pct(gap)} ({FLAGS.level:.0%} interval)")
     if per_seed:
         print(f"A - B over seeds: {pct(per_seed)}")
-    if FLAGS.json:
-        with open(FLAGS.json, "w") as f:
-            json.dump({"a": FLAGS.a, "b": FLAGS.b, "level": FLAGS.level,
-                       "error_a": sides["a"].mean(1).tolist(), "error_b": sides["b"].mean(1).tolist(),
-                       "paired_by_image": gap, "over_seeds": per_seed}, f, indent=1)
+    if FLAGS.json:  # written whole or not at all
+        atomic_write_json(FLAGS.json, {
+            "a": FLAGS.a, "b": FLAGS.b, "level": FLAGS.level,
+            "error_a": sides["a"].mean(1).tolist(), "error_b": sides["b"].mean(1).tolist(),
+            "paired_by_image": gap, "over_seeds": per_seed})
 
 
 FLAGS = flags.FLAGS

@@ -7,6 +7,11 @@ first that ends without a non-finite loss is the largest stable rate, and the sm
 run. Every run has its own model_dir under --root: an interrupted sweep resumes where it stopped.
 `--report` prints the table and draws the figure from what is under --root.
 
+A run directory under --root that holds a run of other settings (widths, batch size, dataset, ...:
+its name does not say them) is refused before anything trains, as are flags that make no run
+(--steps or --batch_size below 1, ...): one `error:` line, exit status 2. A run that fails prints
+the last `error:` line of its train.log, and the script then exits with status 1.
+
     python run/prepare_data.py --dataset=fashion_mnist --data_dir=/tmp/fmnist
     python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/stability --blocks=1,9
     python bench/stability.py --root=/tmp/stability --report --figure=docs/stability.png
@@ -21,6 +26,7 @@ run. Every run has its own model_dir under --root: an interrupted sweep resumes 
 ||C2|| ||C1|| and largest branch norm against steps."""
 import argparse
 import itertools
+import math
 import os
 import statistics
 import subprocess
@@ -31,9 +37,11 @@ sys.path.insert(0, ROOT)
 from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
 from resnet_nobn.datasets import DATASETS  # noqa: E402
+from resnet_nobn.errors import UserError  # noqa: E402
 from resnet_nobn.study.advice import advised_flags  # noqa: E402
 from resnet_nobn.files import atomic_file, read_json  # noqa: E402
-from resnet_nobn.train.rundir import RESULTS, TRAIN, pending_divergence, retry_flags  # noqa: E402
+from resnet_nobn.train.rundir import (CONFIG, RESULTS, TRAIN, pending_divergence,  # noqa: E402
+                                      retry_flags)
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]
@@ -92,10 +100,20 @@ def outcome(model_dir, steps):
     return "stable" if finished else None
 
 
-def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mode):
-    """One run of the users' command (run/cifar_train.py) for --steps steps, at a constant rate or
-    (--schedule) /10 at 50% and 83% of them, tested at the end on `eval_steps` batches (0: all);
-    its output goes to model_dir/train.log."""
+def failure(model_dir):
+    """What a run that trained and did not finish says: 'failed: ' and the last `error:` line of
+    its train.log (the trainer's own words), or where to look if it has none."""
+    try:
+        with open(os.path.join(model_dir, "train.log"), errors="replace") as f:
+            errors = [line.strip() for line in f if line.startswith("error:")]
+    except OSError:
+        errors = []
+    return f"failed: {errors[-1]}" if errors else (
+        f"failed (no error line; see {os.path.join(model_dir, 'train.log')})")
+
+
+def command(args, model_dir, net, blocks, lr, seed, eval_steps, log_every):
+    """The users' command (run/cifar_train.py) of one run, as [python, script, flags...]."""
     boundaries = (args.steps // 2, round(args.steps * 5 / 6)) if args.schedule else ()
     warmup = warmup_rule(args.steps, boundaries)
     cmd = [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), f"--dataset={args.dataset}",
@@ -107,6 +125,14 @@ def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mod
            f"--eval_every={args.steps}", f"--eval_steps={eval_steps}", "--checkpoint_every=100",
            f"--log_every={log_every}", f"--seed={seed}"] + [
                f.format(warmup=warmup) for f in NETS[net]]
+    return cmd
+
+
+def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mode):
+    """One run of the users' command (run/cifar_train.py) for --steps steps, at a constant rate or
+    (--schedule) /10 at 50% and 83% of them, tested at the end on `eval_steps` batches (0: all);
+    its output goes to model_dir/train.log."""
+    cmd = command(args, model_dir, net, blocks, lr, seed, eval_steps, log_every)
     os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "train.log"), log_mode) as log:
         for advice in ([], "the advice"):  # paper_advice: again with its advice, if it diverged
@@ -126,26 +152,134 @@ def sweep_rates(args):
 
 
 def sweep(args, net, blocks, seed):
+    """(the largest stable rate or None, whether a run failed): a failed run ends the sweep, as
+    it tells nothing of the smaller rates."""
     for lr in sweep_rates(args):
         model_dir = run_dir(args.root, net, blocks, lr, seed)
         result = outcome(model_dir, args.steps)
         if result is None:
             train(args, model_dir, net, blocks, lr, seed, eval_steps=args.eval_steps,
                   log_every=10, log_mode="w")
-            result = outcome(model_dir, args.steps) or "failed (see train.log)"
-        print(f"{net:<10} blocks {blocks}  lr {lr:<6} seed {seed}  {result}", flush=True)
+            result = outcome(model_dir, args.steps)
+        print(f"{net:<10} blocks {blocks}  lr {lr:<6} seed {seed}  {result or failure(model_dir)}",
+              flush=True)
+        if result is None:
+            return None, True
         if result == "stable":
-            return lr
-    return None
+            return lr, False
+    return None, False
 
 
 def train_long(args, net, blocks, lr, seed):
-    """One `--steps`-step run at rate `lr`, evaluated on the whole test split at the end."""
+    """One `--steps`-step run at rate `lr`, evaluated on the whole test split at the end; whether
+    it failed."""
     model_dir = long_dir_of(args, net, blocks, lr, seed)
     if outcome(model_dir, args.steps) is None:
         train(args, model_dir, net, blocks, lr, seed, eval_steps=0, log_every=50, log_mode="a")
-    print(f"{net:<10} blocks {blocks}  lr {lr}  seed {seed}  {outcome(model_dir, args.steps)}",
+    result = outcome(model_dir, args.steps)
+    print(f"{net:<10} blocks {blocks}  lr {lr}  seed {seed}  {result or failure(model_dir)}",
           flush=True)
+    return result is None
+
+
+def planned(args):
+    """Every run this invocation may train: (model_dir, its command)."""
+    if args.long:
+        return [(long_dir_of(args, net, int(b), lr, int(seed)),
+                 command(args, long_dir_of(args, net, int(b), lr, int(seed)), net, int(b), lr,
+                         int(seed), eval_steps=0, log_every=50))
+                for b, net, lr, seed in itertools.product(args.blocks.split(","),
+                                                          args.nets.split(","), rates(args),
+                                                          args.seeds.split(","))]
+    return [(run_dir(args.root, net, int(b), lr, int(seed)),
+             command(args, run_dir(args.root, net, int(b), lr, int(seed)), net, int(b), lr,
+                     int(seed), eval_steps=args.eval_steps, log_every=10))
+            for b, net, seed, lr in itertools.product(args.blocks.split(","), args.nets.split(","),
+                                                      args.seed.split(","), sweep_rates(args))]
+
+
+def config_of(cmd):
+    """The TrainConfig run/cifar_train.py makes of the flags of `cmd`, by its own flag parsing;
+    UserError where they make none."""
+    from absl import flags
+
+    from resnet_nobn import cli, recipes
+    if "train_steps" not in flags.FLAGS:
+        cli.define_flags(recipes.cifar())
+    flags.FLAGS.unparse_flags()
+    try:
+        flags.FLAGS([cmd[1]] + cmd[2:])
+    except flags.Error as e:
+        raise UserError(" ".join(str(e).split())) from None
+    return cli.config_from_flags(flags.FLAGS)
+
+
+def other_settings(args):
+    """Why a run directory of this invocation that already holds a run may not be reused (one
+    line: the settings that differ and the fix), or None: a run of other settings would be
+    reported as this one's, since a directory's name does not say them all. The comparison is
+    the studies' (resnet_nobn/study/launcher.py: the scientific settings and the model's)."""
+    from resnet_nobn.study.launcher import check_compatible
+    for model_dir, cmd in planned(args):
+        if not os.path.exists(os.path.join(model_dir, CONFIG)):
+            continue
+        try:
+            check_compatible(config_of(cmd))
+        except (ValueError, UserError) as e:
+            return str(e)
+    return None
+
+
+def _ints(text, lowest):
+    """A comma list of integers, each at least `lowest`, or None."""
+    try:
+        values = [int(t) for t in text.split(",")]
+    except ValueError:
+        return None
+    return values if all(v >= lowest for v in values) else None
+
+
+def _rates(text):
+    """A comma list of finite positive floats, or None."""
+    try:
+        values = [float(t) for t in text.split(",")]
+    except ValueError:
+        return None
+    return values if all(math.isfinite(v) and v > 0 for v in values) else None
+
+
+def bad_flags(args):
+    """What is wrong with the flags (one line), or None: each must make a run, before any trains
+    (a --steps of 0 would call every rate stable)."""
+    unknown = [n for n in args.nets.split(",") if n not in NETS]
+    checks = [
+        (args.steps >= 1, f"--steps={args.steps}: a run must train at least 1 step"),
+        (args.batch_size >= 1, f"--batch_size={args.batch_size}: give at least 1"),
+        (args.eval_steps >= 0, f"--eval_steps={args.eval_steps}: give 0 (all) or more"),
+        (_ints(args.blocks, 1), f"--blocks={args.blocks}: give blocks per stage, a comma list of "
+         "integers of at least 1"),
+        (_ints(args.widths, 1), f"--widths={args.widths}: give stage widths, a comma list of "
+         "integers of at least 1"),
+        (args.stem_width is None or _ints(args.stem_width, 1) and "," not in args.stem_width,
+         f"--stem_width={args.stem_width}: give an integer of at least 1"),
+        (not unknown, f"--nets: unknown {', '.join(unknown)}; give a comma list of "
+         f"{', '.join(NETS)}"),
+        (args.dataset in DATASETS, f"--dataset={args.dataset}: give one of "
+         f"{', '.join(DATASETS)}"),
+        (_rates(args.rates), f"--rates={args.rates}: give a comma list of positive rates"),
+        (_rates(args.learning_rate), f"--learning_rate={args.learning_rate}: give a positive "
+         "rate or a comma list of them"),
+        (_ints(args.seed, 0), f"--seed={args.seed}: give a comma list of seeds (integers, 0 or "
+         "more)"),
+        (_ints(args.seeds, 0), f"--seeds={args.seeds}: give a comma list of seeds (integers, 0 "
+         "or more)")]
+    return next((why for ok, why in checks if not ok), None)
+
+
+def refuse(problem):
+    """`problem` as one `error:` line on stderr, exit status 2."""
+    print(f"error: {problem}", file=sys.stderr, flush=True)
+    sys.exit(2)
 
 
 def report_long(args):
@@ -295,7 +429,8 @@ def figure_long(args, path):
             + (", rate /10 at 50% and 83%" if args.schedule else ", constant rate"), path)
 
 
-def main():
+def parser():
+    """The command line's parser."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", required=True, help="directory of the runs (one model_dir each)")
     p.add_argument("--data_dir", help="tfds data_dir holding --dataset (see above)")
@@ -321,7 +456,14 @@ def main():
     p.add_argument("--report", action="store_true", help="print the table of what is under --root")
     p.add_argument("--figure", help="with --report: also draw the curves of the deepest runs (with "
                    "--long: of every run) here")
-    args = p.parse_args()
+    return p
+
+
+def main():
+    args = parser().parse_args()
+    problem = bad_flags(args)
+    if problem:
+        refuse(problem)
     if args.report and args.long:
         report_long(args)
         if args.figure:
@@ -334,16 +476,26 @@ def main():
         return
     if not args.data_dir:
         sys.exit("error: --data_dir is needed to run the sweep (see the module docstring)")
+    problem = other_settings(args)
+    if problem:
+        refuse(problem)
+    failed = 0
     for blocks in args.blocks.split(","):
         for net in args.nets.split(","):
             if args.long:
                 for lr in rates(args):
                     for seed in args.seeds.split(","):
-                        train_long(args, net, int(blocks), lr, int(seed))
+                        failed += train_long(args, net, int(blocks), lr, int(seed))
                 continue
             for seed in args.seed.split(","):
-                best = sweep(args, net, int(blocks), int(seed))
-                print(f"== {net} blocks {blocks} seed {seed}: largest stable {best}", flush=True)
+                best, fail = sweep(args, net, int(blocks), int(seed))
+                failed += fail
+                print(f"== {net} blocks {blocks} seed {seed}: "
+                      + ("a run failed, so no largest stable rate" if fail else
+                         f"largest stable {best}"), flush=True)
+    if failed:
+        sys.exit(f"error: {failed} run(s) failed (their error lines are above); fix what they "
+                 "say and re-run the same command to resume")
 
 
 if __name__ == "__main__":
