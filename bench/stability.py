@@ -183,19 +183,17 @@ def train_long(args, net, blocks, lr, seed):
 
 
 def planned(args):
-    """Every run this invocation may train: (model_dir, its command)."""
-    if args.long:
-        return [(long_dir_of(args, net, int(b), lr, int(seed)),
-                 command(args, long_dir_of(args, net, int(b), lr, int(seed)), net, int(b), lr,
-                         int(seed), eval_steps=0, log_every=50))
-                for b, net, lr, seed in itertools.product(args.blocks.split(","),
-                                                          args.nets.split(","), rates(args),
-                                                          args.seeds.split(","))]
-    return [(run_dir(args.root, net, int(b), lr, int(seed)),
-             command(args, run_dir(args.root, net, int(b), lr, int(seed)), net, int(b), lr,
-                     int(seed), eval_steps=args.eval_steps, log_every=10))
-            for b, net, seed, lr in itertools.product(args.blocks.split(","), args.nets.split(","),
-                                                      args.seed.split(","), sweep_rates(args))]
+    """Every run this invocation may train, in the order it trains them: (model_dir, command)."""
+    blocks, nets = [int(b) for b in args.blocks.split(",")], args.nets.split(",")
+    if args.long:  # as train_long runs them
+        runs = [(long_dir_of(args, n, b, lr, int(s)), n, b, lr, int(s), 0, 50) for b, n, lr, s
+                in itertools.product(blocks, nets, rates(args), args.seeds.split(","))]
+    else:  # as sweep runs them
+        runs = [(run_dir(args.root, n, b, lr, int(s)), n, b, lr, int(s), args.eval_steps, 10)
+                for b, n, s, lr in itertools.product(blocks, nets, args.seed.split(","),
+                                                     sweep_rates(args))]
+    return [(d, command(args, d, n, b, lr, s, eval_steps=e, log_every=k))
+            for d, n, b, lr, s, e, k in runs]
 
 
 def config_of(cmd):
