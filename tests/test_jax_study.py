@@ -146,3 +146,16 @@ def test_a_results_file_that_cannot_be_read_is_refused_and_kept(tmp_path, monkey
         _main(tmp_path, monkeypatch, text)
     assert str(refused.value).startswith("error: ") and "\n" not in str(refused.value)
     assert (tmp_path / "out" / "results_0.json").read_text() == text
+
+
+def test_the_reports_interval_of_an_error_rate_is_cut_to_0_100_and_says_so(tmp_path, monkeypatch,
+                                                                             capsys):
+    import jax_study_report
+    records = [dict(name=f"a_s{s}", seed=s, test_error=e, nonfinite_at=None)
+               for s, e in ((3, 0.2), (5, 0.9), (7, 0.7))]  # t over 2 d.f.: about [-29, 149]
+    assert jax_study_report.summary(jax_study_report.conditions(records)["a"])[1].endswith(
+        " [0.00, 100.00]")
+    (tmp_path / "r.json").write_text(json.dumps(records))
+    monkeypatch.setattr(sys, "argv", ["jax_study_report.py", f"--results={tmp_path / 'r.json'}"])
+    jax_study_report.main()
+    assert "(Student t, n - 1 degrees of freedom, cut to [0, 100])" in capsys.readouterr().out
