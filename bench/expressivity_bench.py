@@ -57,8 +57,11 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="small sizes for CI")
     p.add_argument("--json", metavar="FILE", help="write the certificate to FILE")
     a = p.parse_args(argv)
-    n = a.n or (5000 if a.quick else 50000)
-    d = a.d or (512 if a.quick else 3072)
+    for flag in ("n", "d"):  # 0 is no size, not "the default"
+        if getattr(a, flag) is not None and getattr(a, flag) < 1:
+            raise SystemExit(f"error: --{flag}={getattr(a, flag)}: give at least 1")
+    n = a.n if a.n is not None else 5000 if a.quick else 50000
+    d = a.d if a.d is not None else 512 if a.quick else 3072
 
     from theory.section3.expressivity import fit_network
 

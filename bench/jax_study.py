@@ -28,9 +28,13 @@ PLAN.json is a list of runs, each {"name", "net": "paper"|"bn"|"fixup"|"fixup_re
 the study's runs), "clip_norm", "standardize" ("per_image"|"dataset"), "crop_padding" (2),
 "mixup" (0), "logit_gain" (false), "border" ("pad"|"resize": Fashion-MNIST's 28x28 zero-padded, or
 resized, to 32x32), "options" (fixup_ref's). `--shard=I/N` runs every N-th run from the I-th.
-OUT/results_I.json gets one record per finished run, rewritten after every run: the loss,
-cross-entropy and gradient norm every 10 steps (means over the 10), the first non-finite step, the
-test error and the per-image correctness on the 10,000 test images (`correct_of`, for pairing).
+OUT/results_I.json gets one record per finished run, rewritten whole (and atomically) after every
+run: the loss, cross-entropy and gradient norm every 10 steps (means over the 10), the first
+non-finite step, the test error and the per-image correctness on the 10,000 test images
+(`correct_of`, for pairing). A rerun resumes: it keeps the records already in its shard's
+results file, skips the runs of the plan recorded there by name (a run that went non-finite
+included; delete its record to run it again), and says how many; a results file it cannot read
+as a list of named records is refused, and left as it is.
 """
 import argparse
 import base64
@@ -291,6 +295,29 @@ def make_reference(cfg, train, run):
     return Reference()
 
 
+def resume(path, runs):
+    """(the records already in the results file `path`, the runs of `runs` not among them by
+    name); ([], runs) where there is no such file.
+
+    Raises ValueError, in one line naming the file, where it exists but cannot be read as a JSON
+    list of records each with a name: the caller must not write over it."""
+    if not os.path.exists(path):
+        return [], list(runs)
+    try:
+        with open(path) as f:
+            records = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot be read as results ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''}); it is left as it is: move "
+                         "it away or repair it") from None
+    if not (isinstance(records, list) and all(isinstance(r, dict) and isinstance(r.get("name"), str)
+                                              for r in records)):
+        raise ValueError(f"{path}: not a list of named run records; it is left as it is: move it "
+                         "away or repair it")
+    done = {r["name"] for r in records}
+    return records, [run for run in runs if run["name"] not in done]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="folder holding Fashion-MNIST's idx files")
@@ -304,10 +331,17 @@ def main():
     i, n = (int(v) for v in args.shard.split("/"))
     with open(args.plan) as f:
         runs = json.load(f)[i::n]
-    data, cache, records = load(args.data), {}, []
-    os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"results_{i}.json")
-    for run in runs:
+    try:
+        records, todo = resume(path, runs)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}")
+    if records:
+        print(f"[{i}/{n}] {path}: keeps its {len(records)} records, skips "
+              f"{len(runs) - len(todo)} runs of the plan already among them", flush=True)
+    data, cache = load(args.data) if todo else None, {}
+    os.makedirs(args.out, exist_ok=True)
+    for run in todo:
         if args.deadline_s and time.time() - begun > args.deadline_s:
             print(f"[{i}/{n}] {run['name']}: not started (deadline)", flush=True)
             continue

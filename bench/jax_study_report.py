@@ -5,8 +5,10 @@ by image (docs/stability.md, "Longer, on a GPU").
         [--pairs=conf6000_paper_clip1:conf6000_bn_lr0.1,...]
 
 A condition is a run's name without its `_s<seed>` ending. Per condition: the test error of every
-seed (or the step of its first non-finite loss), how many seeds finished, and the mean with its 95%
-Student t interval over the finished seeds. Per pair A:B: the gap in test error over the seeds that
+seed (or the step of its first non-finite loss), how many seeds finished, and the mean, the sample
+standard deviation and the 95% Student t interval of the mean over the finished seeds
+(resnet_nobn/study/stats.py `mean_interval`, as the study's report: cut to [0, 100], which the t
+interval of two or three seeds can reach past, and the table's note says so). Per pair A:B: the gap in test error over the seeds that
 finished on both sides, paired by image on the 10,000 test images (resnet_nobn/study/stats.py
 `paired_interval`, as bench/paired_gap.py) and over those seeds.
 """
@@ -22,8 +24,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from jax_study import correct_of  # noqa: E402
-from resnet_nobn.study import stats  # noqa: E402
-from resnet_nobn.study.stats import paired_interval, seed_interval  # noqa: E402
+from resnet_nobn.study.stats import mean_interval, paired_interval, seed_interval  # noqa: E402
 
 
 def conditions(records):
@@ -42,14 +43,13 @@ def cell(record):
 
 
 def summary(runs):
-    """(finished seeds / seeds, 'mean [low, high]' over the finished ones)."""
+    """(finished seeds / seeds, 'mean ± std [low, high]' over the finished ones, in percent).
+    The interval is cut to [0, 100] (`stats.mean_interval`); one finished seed gives its error
+    alone."""
     errors = [100 * r["test_error"] for r in runs.values() if r.get("test_error") is not None]
     if not errors:
         return f"0/{len(runs)}", "–"
-    bounds = stats.interval(errors)
-    mean = f"{np.mean(errors):.2f}"
-    return (f"{len(errors)}/{len(runs)}",
-            mean if bounds is None else f"{mean} [{bounds[0]:.2f}, {bounds[1]:.2f}]")
+    return f"{len(errors)}/{len(runs)}", mean_interval(errors, bounds=(0, 100))
 
 
 def gap(a, b):
@@ -75,11 +75,13 @@ def main():
     with open(args.results) as f:
         table = conditions(json.load(f))
     seeds = sorted({s for runs in table.values() for s in runs})
-    print("| condition | " + " | ".join(f"seed {s}" for s in seeds) + " | finished | mean [95%] |")
+    print("| condition | " + " | ".join(f"seed {s}" for s in seeds) + " | finished | mean ± std [95%] |")
     print("|---" * (len(seeds) + 3) + "|")
     for name, runs in table.items():
         cells = [cell(runs[s]) if s in runs else "" for s in seeds]
         print(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(summary(runs)) + " |")
+    print("\nTest error in percent; mean ± sample standard deviation over the finished seeds, and "
+          "[the 95% interval of the mean] (Student t, n - 1 degrees of freedom, cut to [0, 100]).")
     for pair in filter(None, args.pairs.split(",")):
         a, b = pair.split(":")
         result = gap(table[a], table[b])

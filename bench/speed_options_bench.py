@@ -50,10 +50,13 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=None, help="timed steps (default 100; 10 quick)")
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     a = p.parse_args(argv)
+    for flag in ("blocks", "batch_size", "steps"):  # 0 is no size, not "the default"
+        if getattr(a, flag) is not None and getattr(a, flag) < 1:
+            raise SystemExit(f"error: --{flag}={getattr(a, flag)}: give at least 1")
     widths = tuple(int(w) for w in (a.widths or ("8,16,32" if a.quick else "16,32,64")).split(","))
-    blocks = a.blocks or (1 if a.quick else 2)
-    batch = a.batch_size or (16 if a.quick else 64)
-    steps = a.steps or (10 if a.quick else 100)
+    blocks = a.blocks if a.blocks is not None else 1 if a.quick else 2
+    batch = a.batch_size if a.batch_size is not None else 16 if a.quick else 64
+    steps = a.steps if a.steps is not None else 10 if a.quick else 100
 
     import tensorflow as tf
     tf.get_logger().setLevel("ERROR")

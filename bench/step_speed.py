@@ -22,6 +22,7 @@ the gradient, Keras' SGD with momentum, in train/steps.py's order), jitted, on r
 on the device; float32 or bfloat16 (float16 needs the TensorFlow trainer's loss scaling).
 """
 import argparse
+import math
 import os
 import sys
 import time
@@ -108,6 +109,12 @@ def main():
     args = parser.parse_args()
     if args.steps < 1 or args.batch_size < 1:
         raise SystemExit("error: --steps and --batch_size must be at least 1")
+    if args.blocks is not None and args.blocks < 1:  # 0 is no network, not "the default"
+        raise SystemExit(f"error: --blocks={args.blocks}: give at least 1 block per stage")
+    if args.peak_tflops is not None and not (args.peak_tflops > 0
+                                             and math.isfinite(args.peak_tflops)):
+        raise SystemExit(f"error: --peak_tflops={args.peak_tflops:g}: give the device's peak, a "
+                         "positive number (leave it out to look it up)")
     if args.backend == "jax" and args.mixed_precision == "float16":
         raise SystemExit("error: --mixed_precision=float16 needs the TensorFlow trainer's loss "
                          "scaling; under --backend=jax give bfloat16 or float32")
@@ -125,7 +132,7 @@ def main():
     if args.widths:
         model = dataclasses.replace(model, widths=tuple(int(w) for w in args.widths.split(",")),
                                     stem_width=min(model.stem_width, int(args.widths.split(",")[0])))
-    if args.blocks:
+    if args.blocks is not None:
         model = dataclasses.replace(model, blocks_per_stage=(args.blocks,) * len(model.widths))
     cfg = dataclasses.replace(cfg, model=model, batch_size=args.batch_size,
                               use_synthetic_data=True, mixed_precision=args.mixed_precision)
@@ -133,7 +140,8 @@ def main():
     per_image = 3 * conv_forward_flops(model)
     images_per_sec = args.batch_size / seconds
     achieved = images_per_sec * per_image / 1e12
-    peak = args.peak_tflops or (peak_of(name) if "GPU" in device else None)
+    peak = (args.peak_tflops if args.peak_tflops is not None
+            else peak_of(name) if "GPU" in device else None)
     widths = ",".join(map(str, model.widths))
     print(f"network: widths {widths}, {model.blocks_per_stage[0]} blocks per stage, "
           f"batch {args.batch_size}, {args.mixed_precision}, "
@@ -142,7 +150,7 @@ def main():
     print(f"step: {seconds * 1e3:.1f} ms  images/s: {images_per_sec:.1f}")
     print(f"training FLOPs per image: {per_image / 1e9:.2f} GFLOP (3 x the forward convolutions)")
     print(f"achieved: {achieved:.3f} TFLOP/s  " + (
-        f"peak: {peak:g} TFLOP/s ({'given' if args.peak_tflops else 'looked up'})  "
+        f"peak: {peak:g} TFLOP/s ({'given' if args.peak_tflops is not None else 'looked up'})  "
         f"fraction of peak: {achieved / peak:.1%}" if peak else
         "peak: unknown (give --peak_tflops)"))
 

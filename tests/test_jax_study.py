@@ -105,3 +105,57 @@ def test_step_speed_times_the_network_under_jax_without_tensorflow():
                            "--backend=jax", "--mixed_precision=float16"],
                           capture_output=True, text=True, timeout=60)
     assert half.returncode == 1 and half.stderr.startswith("error: --mixed_precision=float16")
+
+
+def _main(tmp_path, monkeypatch, results):
+    """bench/jax_study.py's main() over a plan of three runs, its shard's results file holding
+    `results` (text) beforehand, training replaced by a stand-in; (names trained, the file after)."""
+    import jax_study
+    plan = [dict(name=f"r{k}", net="paper", blocks=1, lr=0.1, steps=10, seed=k) for k in range(3)]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    (tmp_path / "out").mkdir()
+    path = tmp_path / "out" / "results_0.json"
+    path.write_text(results)
+    trained = []
+
+    def train_one(run, data, cache):
+        trained.append(run["name"])
+        return dict(run, test_error=0.25, nonfinite_at=None, seconds=0.0), None
+    monkeypatch.setattr(jax_study, "load", lambda data: {})
+    monkeypatch.setattr(jax_study, "train_one", train_one)
+    monkeypatch.setattr(sys, "argv", ["jax_study.py", "--data=unused", f"--plan={tmp_path / 'plan.json'}",
+                                      f"--out={tmp_path / 'out'}"])
+    jax_study.main()
+    return trained, path.read_text()
+
+
+def test_a_rerun_keeps_its_shards_records_and_runs_only_the_plans_others(tmp_path, monkeypatch,
+                                                                         capsys):
+    kept = [dict(name="r0", seed=0, test_error=0.5, nonfinite_at=None),
+            dict(name="r2", seed=2, test_error=None, nonfinite_at=30)]  # a non-finite run counts
+    trained, after = _main(tmp_path, monkeypatch, json.dumps(kept))
+    assert trained == ["r1"]
+    assert [r["name"] for r in json.loads(after)] == ["r0", "r2", "r1"]
+    assert json.loads(after)[:2] == kept
+    assert "keeps its 2 records, skips 2 runs of the plan" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ['[{"name": "r0"', '{"name": "r0"}', '[{"seed": 0}]'])
+def test_a_results_file_that_cannot_be_read_is_refused_and_kept(tmp_path, monkeypatch, text):
+    with pytest.raises(SystemExit) as refused:
+        _main(tmp_path, monkeypatch, text)
+    assert str(refused.value).startswith("error: ") and "\n" not in str(refused.value)
+    assert (tmp_path / "out" / "results_0.json").read_text() == text
+
+
+def test_the_reports_interval_of_an_error_rate_is_cut_to_0_100_and_says_so(tmp_path, monkeypatch,
+                                                                             capsys):
+    import jax_study_report
+    records = [dict(name=f"a_s{s}", seed=s, test_error=e, nonfinite_at=None)
+               for s, e in ((3, 0.2), (5, 0.9), (7, 0.7))]  # t over 2 d.f.: about [-29, 149]
+    assert jax_study_report.summary(jax_study_report.conditions(records)["a"])[1].endswith(
+        " [0.00, 100.00]")
+    (tmp_path / "r.json").write_text(json.dumps(records))
+    monkeypatch.setattr(sys, "argv", ["jax_study_report.py", f"--results={tmp_path / 'r.json'}"])
+    jax_study_report.main()
+    assert "(Student t, n - 1 degrees of freedom, cut to [0, 100])" in capsys.readouterr().out
