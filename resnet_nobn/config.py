@@ -17,12 +17,11 @@ the command line is parsed and checked before TensorFlow is loaded.
 import dataclasses
 import json
 import math
-import numbers
 import typing
 
 from resnet_nobn.datasets import DATASETS, check_classes, of_recipe
-from resnet_nobn.options import (ConfigError, bounded, check, coerce, option,  # noqa: F401
-                                 options)
+from resnet_nobn.options import (ConfigError, bounded, check, coerce, is_integer,  # noqa: F401
+                                 option, options)
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
@@ -34,17 +33,13 @@ SEED_MAX = 2**32 - 1  # numpy's seeds (the head's projection; --deterministic se
 def positive_ints(example, one_for_all=False):
     """The check of a per-stage comma list: positive integers (no bools), `example` in its
     message, which also says one number may stand for every stage where it can."""
-    return (lambda v: len(v) > 0 and all(_int(x) and x > 0 for x in v),
+    return (lambda v: len(v) > 0 and all(is_integer(x) and x > 0 for x in v),
             "must be a comma list of positive integers" + " (or one for every stage)" * one_for_all
             + f", e.g. {example}")
 
 
-def _int(x):
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
 def increasing_steps(values):
-    return all(_int(v) and v > 0 for v in values) and list(values) == sorted(set(values))
+    return all(is_integer(v) and v > 0 for v in values) and list(values) == sorted(set(values))
 
 
 @dataclasses.dataclass(frozen=True)

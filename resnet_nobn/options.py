@@ -55,6 +55,11 @@ def option(default, help, unit=None, lower=None, upper=None, choices=None, check
         help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, **flag))
 
 
+def is_integer(v):
+    """Whether `v` is an integer and no bool (True is an int to Python): an int field's kind."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
 def bounded(default, lower=None, upper=None, check=None):
     """A field that is not a command-line option (the dataset or the network fixes it), checked
     as an option is: its kind, `lower`/`upper` bounds, and `check` = (predicate, message)."""
@@ -105,7 +110,7 @@ def check_value(f, v):
     example = next((d for d in (f.default, m["lower"]) if d is not None), 0)
     if bool in kinds and not isinstance(v, bool):
         raise ValueError(f"--{f.name}={v!r} must be True or False")
-    if int in kinds and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
+    if int in kinds and not is_integer(v):
         raise ValueError(f"--{f.name}={v!r} must be an integer, e.g. {example}")
     if float in kinds and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
         raise ValueError(f"--{f.name}={v!r} must be a number, e.g. {example:g}")

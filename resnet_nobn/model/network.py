@@ -51,7 +51,6 @@ backend (JAX, TensorFlow, PyTorch) with the same layer names and weights; only t
 GlobalBatchNorm needs TensorFlow (docs/backends.md).
 """
 import math
-import numbers
 
 import keras
 import numpy as np
@@ -62,7 +61,7 @@ from resnet_nobn.config import SEED_MAX, ModelConfig, TrainConfig, resolve_head_
 from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias, ScalarGain
 from resnet_nobn.model.global_batch_norm import GlobalBatchNorm
 from resnet_nobn.model.standardize import Standardize
-from resnet_nobn.options import check_argument
+from resnet_nobn.options import check_argument, is_integer
 from resnet_nobn.schedule import StepSchedule
 
 
@@ -170,7 +169,7 @@ def build_model(cfg: ModelConfig, seed: int = 0,
         fix = ("for a TrainConfig pass its .model" if isinstance(cfg, TrainConfig) else
                "e.g. resnet_nobn.ModelConfig()")
         raise TypeError(f"build_model takes a ModelConfig, not a {type(cfg).__name__}; {fix}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+    if not is_integer(seed):
         raise TypeError(f"build_model's seed must be an integer in [0, {SEED_MAX}], not "
                         f"{seed!r}; e.g. seed=0")
     check_argument(TrainConfig, "seed", seed, "build_model's seed")
