@@ -8,9 +8,10 @@ A condition is a run's name without its `_s<seed>` ending. Per condition: the te
 seed (or the step of its first non-finite loss), how many seeds finished, and the mean, the sample
 standard deviation and the 95% Student t interval of the mean over the finished seeds
 (resnet_nobn/study/stats.py `mean_interval`, as the study's report: cut to [0, 100], which the t
-interval of two or three seeds can reach past, and the table's note says so). Per pair A:B: the gap in test error over the seeds that
-finished on both sides, paired by image on the 10,000 test images (resnet_nobn/study/stats.py
-`paired_interval`, as bench/paired_gap.py) and over those seeds.
+interval of two or three seeds can reach past, and the table's note says so). Per pair A:B: the
+gap in test error over the seeds that finished on both sides, paired by image on the 10,000 test
+images (resnet_nobn/study/stats.py `paired_interval`, as bench/paired_gap.py) and over those
+seeds.
 """
 import argparse
 import collections
@@ -75,7 +76,8 @@ def main():
     with open(args.results) as f:
         table = conditions(json.load(f))
     seeds = sorted({s for runs in table.values() for s in runs})
-    print("| condition | " + " | ".join(f"seed {s}" for s in seeds) + " | finished | mean ± std [95%] |")
+    print("| condition | " + " | ".join(f"seed {s}" for s in seeds)
+          + " | finished | mean ± std [95%] |")
     print("|---" * (len(seeds) + 3) + "|")
     for name, runs in table.items():
         cells = [cell(runs[s]) if s in runs else "" for s in seeds]

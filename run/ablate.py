@@ -214,8 +214,7 @@ def run():
     with progress.Ticker(configs, FLAGS.root, _say, FLAGS.progress_every, lock=_SAY,
                          **_relaunches()):
         states = launcher.run_study(configs, ENTRY, base_args, timeout=FLAGS.run_timeout or None,
-                                    retry_failed=FLAGS.retry_failed,
-                                    follow_advice=FLAGS.follow_retry_advice, log=_say)
+                                    log=_say, **_relaunches())
     by_state = {}
     for d, s in states.items():
         by_state.setdefault(s, []).append(d)
@@ -235,8 +234,8 @@ def run():
 
 
 def _relaunches():
-    """The flags that say which diverged and failed runs the study launches again: what its
-    progress lines count in its time left (resnet_nobn/study/progress.py)."""
+    """The flags that say which diverged and failed runs the study launches again, as the
+    launcher and the progress lines (what they count in the time left) take them."""
     return dict(retry_failed=FLAGS.retry_failed, follow_advice=FLAGS.follow_retry_advice)
 
 
