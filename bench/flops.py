@@ -90,7 +90,7 @@ def profiled_flops(model_cfg, training=True):
 def row_cost(recipe, norms, seeds, count=profiled_flops):
     """(training FLOPs per image of each norm, total FLOPs of the row, runs): every run trains
     train_steps x batch_size images and evaluates the test split every eval_every steps."""
-    from resnet_nobn.datasets import DATASETS
+    from resnet_nobn.data.datasets import DATASETS
     info = DATASETS[recipe.dataset]
     evals = math.ceil(recipe.train_steps / recipe.eval_every)
     per_image, total = {}, 0
@@ -125,7 +125,7 @@ def main():
         import tensorflow as tf
     tf.get_logger().setLevel("ERROR")  # the v1 profiler's deprecation warnings
     from resnet_nobn import recipes
-    from resnet_nobn.datasets import DATASETS
+    from resnet_nobn.data.datasets import DATASETS
     fraction = args.fraction_of_peak or paper_fraction(profiled_flops(recipes.cifar().model))
     rate = args.gpu_tflops * 1e12 * fraction
     print(f"Hours on one {args.gpu} ({args.gpu_tflops:g} TFLOP/s peak) at {fraction:.1%} of its "

@@ -36,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
-from resnet_nobn.datasets import DATASETS  # noqa: E402
+from resnet_nobn.data.datasets import DATASETS  # noqa: E402
 from resnet_nobn.errors import UserError  # noqa: E402
 from resnet_nobn.study.advice import advised_flags  # noqa: E402
 from resnet_nobn.files import atomic_file, read_json  # noqa: E402

@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from resnet_nobn.config import TrainConfig  # noqa: E402
-from resnet_nobn.datasets import DATASETS  # noqa: E402
+from resnet_nobn.data.datasets import DATASETS  # noqa: E402
 from resnet_nobn.config import ModelConfig  # noqa: E402
 from resnet_nobn.data.cifar import InMemoryInput  # noqa: E402
 from resnet_nobn.train.trainer import Trainer  # noqa: E402

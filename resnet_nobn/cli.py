@@ -20,10 +20,10 @@ import typing
 
 from absl import flags
 
-from resnet_nobn import image_folder
+from resnet_nobn.data import image_folder
 from resnet_nobn.config import ModelConfig, TrainConfig, options, resolve_init
 from resnet_nobn.console import printable
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.errors import UserError
 from resnet_nobn.options import flag_words
 from resnet_nobn.recipes import datasets_of
@@ -156,7 +156,7 @@ def _value(field, text, num_stages=None):
 def config_from_flags(FLAGS) -> TrainConfig:
     """The parsed flags, once, as the frozen run configuration; UserError if they make none. For
     --dataset=image_folder the class names and count are --data_dir's, read here
-    (resnet_nobn/image_folder.py), before TensorFlow loads."""
+    (resnet_nobn/data/image_folder.py), before TensorFlow loads."""
     (recipe,) = _RECIPE
     try:
         fields = [f for f in options(ModelConfig) if _applies(f, recipe)]

@@ -19,7 +19,7 @@ import json
 import math
 import typing
 
-from resnet_nobn.datasets import DATASETS, check_classes, of_recipe
+from resnet_nobn.data.datasets import DATASETS, check_classes, of_recipe
 from resnet_nobn.options import (ConfigError, bounded, check, coerce, is_integer,  # noqa: F401
                                  option, options)
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")

@@ -9,7 +9,7 @@ import json
 import os
 
 from resnet_nobn.config import ModelConfig, TrainConfig
-from resnet_nobn.datasets import DATASETS, of_recipe
+from resnet_nobn.data.datasets import DATASETS, of_recipe
 
 
 def cifar() -> TrainConfig:
@@ -51,7 +51,7 @@ def optimizer(cfg: TrainConfig = None):
 
 
 def datasets_of(recipe: TrainConfig):
-    """The datasets a recipe trains (resnet_nobn/datasets.py): its entry point's choices."""
+    """The datasets a recipe trains (resnet_nobn/data/datasets.py): its entry point's choices."""
     return of_recipe(DATASETS[recipe.dataset].recipe)
 
 

@@ -28,7 +28,7 @@ import threading
 
 from absl import flags, logging
 
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.study import grid, hparams, launcher, progress
 
 REPO = _start.REPO

@@ -27,7 +27,7 @@ from absl import flags
 
 from resnet_nobn import cli, console
 from resnet_nobn.data import prepare, tfds_dir  # no TensorFlow at import
-from resnet_nobn.datasets import DATASETS, tfds_names
+from resnet_nobn.data.datasets import DATASETS, tfds_names
 from resnet_nobn.errors import UserError
 
 flags.DEFINE_enum("dataset", None, list(tfds_names()), "The dataset to prepare (your own images, "

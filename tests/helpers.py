@@ -109,7 +109,7 @@ def write_cifar10(out, data, label_names=None, shape=(32, 32, 3), num_classes=No
     import tensorflow_datasets as tfds
     from tensorflow_datasets.image_classification import cifar
 
-    from resnet_nobn.datasets import CIFAR10_NAMES
+    from resnet_nobn.data.datasets import CIFAR10_NAMES
     label_names = list(label_names or CIFAR10_NAMES)
 
     class Cifar10(cifar.Cifar10, skip_registration=True):  # tfds name: "cifar10"

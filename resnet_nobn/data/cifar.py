@@ -1,6 +1,6 @@
 """CIFAR-10/100 input (Section 4): tfds, held in memory, augmented as in the TensorFlow ResNet code.
 
-It reads every dataset of the CIFAR recipe (resnet_nobn/datasets.py), Fashion-MNIST too: images the
+It reads every dataset of the CIFAR recipe (resnet_nobn/data/datasets.py), Fashion-MNIST too: images the
 dataset holds in another shape (Fashion-MNIST's 28x28 grey) become the network's 32x32x3 in one
 place, `to_network` (zero padding and the grey value in every channel), used by this pipeline and
 by the export's serving graph alike.
@@ -26,7 +26,7 @@ import tensorflow as tf
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import prepare, standardization, tfds_dir
 from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
-from resnet_nobn.datasets import DATASETS, DatasetInfo
+from resnet_nobn.data.datasets import DATASETS, DatasetInfo
 from resnet_nobn.errors import UserError
 
 

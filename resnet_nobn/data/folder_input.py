@@ -1,4 +1,4 @@
-"""Your own images as the CIFAR recipe's input: an image folder (resnet_nobn/image_folder.py) read,
+"""Your own images as the CIFAR recipe's input: an image folder (resnet_nobn/data/image_folder.py) read,
 checked and resized into memory, then trained exactly as CIFAR is (resnet_nobn/data/cifar.py).
 
 Every PNG or JPEG file of ROOT/train/LABEL/ and ROOT/test/LABEL/ is read before training, decoded
@@ -14,13 +14,13 @@ import os
 
 import numpy as np
 
-from resnet_nobn import image_folder
+from resnet_nobn.data import image_folder
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import printable
 from resnet_nobn.data import cifar, standardization
 from resnet_nobn.data.cifar import InMemoryInput
 from resnet_nobn.data.images import decode_pixels, read_file, resized
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.errors import UserError
 
 
@@ -45,7 +45,7 @@ def make_input(cfg: TrainConfig):
     checked before training; UserError if the folder's classes are no longer the run's
     (`cfg.class_names`, read when the run began) or an image cannot be read. `folder` records
     the folder, its numbers of images and the digests of its file lists (results.json
-    `image_folder`, resnet_nobn/image_folder.py `record`)."""
+    `image_folder`, resnet_nobn/data/image_folder.py `record`)."""
     info = DATASETS[cfg.dataset]
     names, files = image_folder.layout(cfg.data_dir)
     if names != tuple(cfg.class_names):

@@ -34,7 +34,7 @@ last global batch is padded with weight-0 examples.
 """
 import tensorflow as tf
 
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.data import prepare
 from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
 

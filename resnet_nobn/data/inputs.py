@@ -1,6 +1,6 @@
 """The input of a run: which module reads which dataset, and synthetic data for any of them.
 
-The datasets of the CIFAR recipe (CIFAR-10/100, Fashion-MNIST: resnet_nobn/datasets.py) are read by
+The datasets of the CIFAR recipe (CIFAR-10/100, Fashion-MNIST: resnet_nobn/data/datasets.py) are read by
 resnet_nobn/data/cifar.py, an image folder of your own by resnet_nobn/data/folder_input.py (into
 cifar.py's input), ImageNet by resnet_nobn/data/imagenet.py; all split every global batch
 over workers and replicas alike (resnet_nobn/data/pipeline.py). Each input has
@@ -12,10 +12,10 @@ results.json records what a run's input was (`record`); a resumed run's input go
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn import image_folder
+from resnet_nobn.data import image_folder
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import cifar, folder_input, imagenet, standardization, tfds_dir
-from resnet_nobn.datasets import DATASETS, DatasetInfo
+from resnet_nobn.data.datasets import DATASETS, DatasetInfo
 
 INPUTS = {"cifar": cifar.make_input, "imagenet": imagenet.make_input}  # by the dataset's recipe
 
@@ -76,7 +76,7 @@ def go_on_as_recorded(inp, results):
 def changes_since(inp, results):
     """{field: [there, here]} of what the images of the image folder the input `inp` reads
     changed since the run's results.json (`results`, as the run found it) recorded them
-    (resnet_nobn/image_folder.py `changes`): a resume records them with the settings it changes
+    (resnet_nobn/data/image_folder.py `changes`): a resume records them with the settings it changes
     (`resume_changes`). {} for another input, and for a results.json without the record."""
     folder = getattr(inp, "folder", None)
     if folder is None:

@@ -1,6 +1,6 @@
 """Getting a dataset into a tfds data directory, or saying in one line why it cannot be.
 
-The datasets the CIFAR input reads (resnet_nobn/datasets.py) are prepared by tfds' own builders:
+The datasets the CIFAR input reads (resnet_nobn/data/datasets.py) are prepared by tfds' own builders:
 downloaded, or for Fashion-MNIST built from the idx files Debian installs, without network
 (resnet_nobn/data/fashion_mnist.py). run/prepare_data.py prepares into any directory; a training
 run without --data_dir prepares into tfds' default one the same way, and with --data_dir prepares
@@ -20,7 +20,7 @@ import tarfile
 
 from resnet_nobn.console import log
 from resnet_nobn.data import download, fashion_mnist, tfds_dir
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.errors import UserError, first_line, prepare_data_command
 from resnet_nobn.files import atomic_file
 

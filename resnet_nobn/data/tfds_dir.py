@@ -2,7 +2,7 @@
 
 What a prepared directory records (`features.json`, `dataset_info.json`: the image shape, the
 number of classes, each split's files and bytes) is checked against the dataset the run expects
-(resnet_nobn/datasets.py) before anything is written to model_dir: images of another
+(resnet_nobn/data/datasets.py) before anything is written to model_dir: images of another
 shape (e.g. 28x28x1), another number of classes, a missing, truncated or extended shard are
 refused with one line naming the file: each split's files must hold the bytes dataset_info.json
 records (its records plus 16 bytes of TFRecord framing each), and if they do not, each shard's

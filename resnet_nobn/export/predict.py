@@ -13,7 +13,7 @@ import json
 import os
 
 from resnet_nobn.data.images import MAX_PIXELS, decode_pixels, read_file, resized
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.errors import UserError, first_line
 from resnet_nobn.export.files import GLOB, LABELS, META, SAVED_MODEL, digest
 

@@ -5,7 +5,7 @@ described in the model card). The preprocessing ends with the run's own standard
 """
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data.standardization import DATASET, Standardization, from_results
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 
 TOP_K = 5
 

@@ -26,7 +26,7 @@ import shutil
 import tempfile
 
 from resnet_nobn.config import TrainConfig
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.errors import UserError, broken_link, disk_full, first_line
 from resnet_nobn.export.files import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
 from resnet_nobn.export.model_card import model_card
@@ -188,7 +188,7 @@ def restore(cfg: TrainConfig, run, checkpoint=None):
 def label_names(cfg: TrainConfig):
     """(names, where they came from): the tfds label names of the run's dataset, read without
     downloading from the prepared dataset in the run's --data_dir (or tfds' default directory),
-    else from the tfds builder's own code, else the dataset table's (resnet_nobn/datasets.py: tfds'
+    else from the tfds builder's own code, else the dataset table's (resnet_nobn/data/datasets.py: tfds'
     code does not name CIFAR's classes); numbers when none has names. An image folder's are the
     class folders config.json records (TrainConfig.class_names): the folder need not be here."""
     import tensorflow_datasets as tfds
@@ -208,7 +208,7 @@ def label_names(cfg: TrainConfig):
                  else f"tfds' {cfg.dataset} builder (the dataset is not prepared here)")
         return names, f"the names of {where}"
     if len(info.label_names) == n:
-        return list(info.label_names), (f"the names of {info.title} (resnet_nobn/datasets.py; the "
+        return list(info.label_names), (f"the names of {info.title} (resnet_nobn/data/datasets.py; the "
                                         "dataset is not prepared here)")
     return [str(i) for i in range(n)], f"class numbers only: tfds has no {cfg.dataset} names here"
 

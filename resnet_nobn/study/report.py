@@ -11,7 +11,8 @@ import os
 
 import numpy as np
 
-from resnet_nobn import datasets, paper
+from resnet_nobn import paper
+from resnet_nobn.data import datasets
 from resnet_nobn.cli import departure_text
 from resnet_nobn.config import RESUMABLE_FIELDS
 from resnet_nobn.console import hms

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import os
 
-from resnet_nobn import image_folder
+from resnet_nobn.data import image_folder
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import RESUMABLE_FIELDS, differences
 from resnet_nobn.errors import UserError

@@ -107,7 +107,7 @@ def test_a_fashion_mnist_run_says_fashion_mnist_everywhere_and_its_export_pads_a
     import tensorflow as tf
 
     from resnet_nobn.data import cifar, prepare
-    from resnet_nobn.datasets import DATASETS
+    from resnet_nobn.data.datasets import DATASETS
     from resnet_nobn.model.network import custom_objects
     data_dir, _, _, examples = prepared
     run, export = tmp_path / "run", tmp_path / "export"
@@ -152,7 +152,7 @@ def test_another_datasets_images_under_cifar10s_name_are_said_wherever_the_datas
         tmp_path):
     """Fashion-MNIST written as a tfds `cifar10` directory: the run trains, warns, records where
     its data came from; the report, the plot's panel, the model card never call it CIFAR-10."""
-    from resnet_nobn.datasets import FASHION_MNIST_NAMES
+    from resnet_nobn.data.datasets import FASHION_MNIST_NAMES
     rng = np.random.default_rng(0)
     data = tmp_path / "copy"
     write_cifar10(str(data), {s: (rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
@@ -184,7 +184,7 @@ def test_real_cifar10_class_names_are_not_a_mismatch(tmp_path):
     import tensorflow_datasets as tfds
 
     from resnet_nobn.data import tfds_dir
-    from resnet_nobn.datasets import DATASETS
+    from resnet_nobn.data.datasets import DATASETS
     rng = np.random.default_rng(0)
     write_cifar10(str(tmp_path), {"train": (rng.integers(0, 256, (4, 32, 32, 3), dtype=np.uint8),
                                             np.arange(4))})

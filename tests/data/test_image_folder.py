@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from resnet_nobn import image_folder
+from resnet_nobn.data import image_folder
 from tests.helpers import run_cli
 
 CLASSES = ("cat", "dog", "zebra")

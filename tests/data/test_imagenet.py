@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from resnet_nobn import recipes
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.data import imagenet, inputs, prepare
 from resnet_nobn.errors import UserError
 from resnet_nobn.model import network as model_lib

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from resnet_nobn.data import cifar
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from tests.helpers import run_cli, tiny_config, write_idx
 
 pytestmark = pytest.mark.timeout(300)

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from resnet_nobn.data import cifar, standardization
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.export import writer
 from resnet_nobn.train.trainer import Trainer
 from tests.helpers import run_cli, tiny_config, write_idx
@@ -117,7 +117,7 @@ def test_dataset_mean_and_std_of_images_stored_as_the_network_takes_them():
     standard deviation per channel, by hand."""
     import numpy as np
     from resnet_nobn.data.cifar import dataset_standardization
-    from resnet_nobn.datasets import DATASETS
+    from resnet_nobn.data.datasets import DATASETS
     images = np.random.default_rng(0).integers(0, 256, (5, 32, 32, 3), dtype=np.uint8)
     std = dataset_standardization(images, DATASETS["cifar10"])
     np.testing.assert_allclose(std.mean, images.mean(axis=(0, 1, 2)), rtol=1e-12)

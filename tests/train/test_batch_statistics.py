@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from resnet_nobn.data.inputs import SyntheticInput
-from resnet_nobn.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.train import steps
 from resnet_nobn.train.trainer import Trainer
 from tests.helpers import tiny_config

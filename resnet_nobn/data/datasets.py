@@ -8,7 +8,7 @@ zero-padded to 32x32 and copied to 3 channels by the input pipeline (resnet_nobn
 `to_network`), so every record of such a run says `fashion_mnist`, never CIFAR.
 
 `image_folder` is your own images: a directory ROOT of ROOT/train/LABEL/* and ROOT/test/LABEL/*
-(resnet_nobn/image_folder.py), trained by the CIFAR recipe and network, each image resized to
+(resnet_nobn/data/image_folder.py), trained by the CIFAR recipe and network, each image resized to
 32x32x3 as it is read. Its classes are facts of ROOT, not of this table (`num_classes` None): the
 run reads them once and records them in its config.json (TrainConfig.class_names).
 
@@ -92,11 +92,11 @@ def of_recipe(recipe):
 def check_classes(name, class_names, num_classes):
     """ValueError unless a run's TrainConfig.class_names fit its dataset `name`: a folder's
     (`image_folder`) are its train/ class folders, sorted, one per class of the model (read by the
-    command line: resnet_nobn/image_folder.py; config.json records them); the table's datasets
+    command line: resnet_nobn/data/image_folder.py; config.json records them); the table's datasets
     have their own classes and none here."""
     if DATASETS[name].folder and (not class_names or len(class_names) != num_classes):
         raise ValueError(f"--dataset={name}: class_names must name each of the model's "
-                         f"{num_classes} classes (resnet_nobn/image_folder.py class_names)")
+                         f"{num_classes} classes (resnet_nobn/data/image_folder.py class_names)")
     if class_names and not DATASETS[name].folder:
         raise ValueError(f"class_names are --dataset=image_folder's; {name} has its own classes")
 

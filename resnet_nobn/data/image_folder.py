@@ -25,7 +25,7 @@ import unicodedata
 from resnet_nobn.console import printable
 from resnet_nobn.errors import UserError
 
-NAME = "image_folder"  # the dataset's name (resnet_nobn/datasets.py)
+NAME = "image_folder"  # the dataset's name (resnet_nobn/data/datasets.py)
 SPLITS = ("train", "test")
 EXTENSIONS = (".png", ".jpg", ".jpeg")
 EXAMPLE = "ROOT/train/LABEL/image.png and ROOT/test/LABEL/image.png"
