@@ -10,7 +10,7 @@ from resnet_nobn.cli import departure_text, flag_text
 from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options, resolve_head_seed,
                                 resolve_init)
 from resnet_nobn.data.datasets import DATASETS, partial_evaluation, shown
-from resnet_nobn.export.files import KERAS
+from resnet_nobn.export.layout import KERAS
 from resnet_nobn.export.serving import TOP_K, input_spec
 from resnet_nobn.train import provenance, rundir
 

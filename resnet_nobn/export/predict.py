@@ -15,7 +15,7 @@ import os
 from resnet_nobn.data.images import MAX_PIXELS, decode_pixels, read_file, resized
 from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.errors import UserError, first_line
-from resnet_nobn.export.files import GLOB, LABELS, META, SAVED_MODEL, digest
+from resnet_nobn.export.layout import GLOB, LABELS, META, SAVED_MODEL, digest
 
 # What the ImageNet graph's tf.io.decode_jpeg decodes, as evaluation does (a GIF of one frame)
 ENCODED = ("JPEG", "PNG", "GIF")

@@ -28,7 +28,7 @@ import tempfile
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.errors import UserError, broken_link, disk_full, first_line
-from resnet_nobn.export.files import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
+from resnet_nobn.export.layout import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
 from resnet_nobn.export.model_card import model_card
 from resnet_nobn.export.serving import run_standardization, serving_archive
 from resnet_nobn.files import nearest_existing, read_json
