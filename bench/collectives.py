@@ -5,7 +5,7 @@ all-reduces the gradient, and, apart, the BN twin's synchronized batch norm's co
     python bench/collectives.py --widths=64,128,256 --blocks=9
 
 Each runs in a process of its own on MirroredStrategy over two logical CPU devices (as the tests
-do). It traces the training loop of resnet_nobn/train/steps.py for a 2-replica run and counts the
+do). It traces the training loop of resnet_nobn/training/steps.py for a 2-replica run and counts the
 collective ops (CollectiveReduceV2, NcclAllReduce, ...) in its graph, nested functions (the loop's
 body) included. MirroredStrategy traces the replica step once per replica in one graph, and packs
 a list of tensors into one op per replica, so one all-reduce is `replicas` ops. The synchronized
@@ -36,7 +36,7 @@ def count(cfg, strategy):
     collectives per step, 'replicas': replicas} of `cfg`'s training loop on `strategy`."""
     import tensorflow as tf
     from resnet_nobn.data import inputs
-    from resnet_nobn.train import steps
+    from resnet_nobn.training import steps
 
     model, optimizer = steps.build(cfg, strategy)
     data = inputs.make_input(cfg)
@@ -70,7 +70,7 @@ def main():
     cpus = tf.config.list_physical_devices("CPU")  # before TensorFlow initialises its devices
     tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
     from resnet_nobn.config import ModelConfig, TrainConfig
-    from resnet_nobn.train import cluster
+    from resnet_nobn.training import cluster
 
     widths = tuple(int(w) for w in args.widths.split(","))
     for norm in (("none", "batch") if args.norm == "both" else (args.norm,)):

@@ -1,7 +1,7 @@
 """Is it the harness? Fixup trained by the project and by an independent JAX implementation of its
 reference code (bench/fixup_jax.py), from the same initial weights on the same batches.
 
-The project's side is its real training step: resnet_nobn.train.steps.build and build_train_loop,
+The project's side is its real training step: resnet_nobn.training.steps.build and build_train_loop,
 one step per call, with `--init=fixup` (Fixup as its reference code builds it, lr/10 for the
 scalars). The JAX side shares only the data with it: the initial weights, read from the project's
 built model by variable name as numpy arrays, and each batch, drawn once from the project's input
@@ -59,7 +59,7 @@ class Project:
     def __init__(self, cfg):
         import tensorflow as tf
         from resnet_nobn.data import inputs
-        from resnet_nobn.train import steps
+        from resnet_nobn.training import steps
         self.strategy = tf.distribute.get_strategy()
         self.model, self.optimizer = steps.build(cfg, self.strategy)
         self.loop = steps.build_train_loop(cfg, self.strategy, self.model, self.optimizer)

@@ -40,7 +40,7 @@ def wrong_on_test(model_dir, data_dir=None, batch=500):
 
     from resnet_nobn.data import inputs
     from resnet_nobn.export import writer
-    from resnet_nobn.train import rundir
+    from resnet_nobn.training import rundir
     run = rundir.read(model_dir, ask_lock=False)
     cfg = writer._config(run)
     if data_dir:

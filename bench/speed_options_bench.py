@@ -61,7 +61,7 @@ def main(argv=None):
     import tensorflow as tf
     tf.get_logger().setLevel("ERROR")
 
-    from resnet_nobn.train import trainer as train_lib
+    from resnet_nobn.training import trainer as train_lib
     from resnet_nobn.config import TrainConfig
     from resnet_nobn.config import ModelConfig
 

@@ -40,7 +40,7 @@ from resnet_nobn.data.datasets import DATASETS  # noqa: E402
 from resnet_nobn.errors import UserError  # noqa: E402
 from resnet_nobn.study.advice import advised_flags  # noqa: E402
 from resnet_nobn.files import atomic_file, read_json  # noqa: E402
-from resnet_nobn.train.rundir import (CONFIG, RESULTS, TRAIN, pending_divergence,  # noqa: E402
+from resnet_nobn.training.rundir import (CONFIG, RESULTS, TRAIN, pending_divergence,  # noqa: E402
                                       retry_flags)
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)

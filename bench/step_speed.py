@@ -6,7 +6,7 @@ are, and their fraction of the device's peak.
     python bench/step_speed.py --peak_tflops=67         # a device the table below does not know
     python bench/step_speed.py --backend=jax            # Keras' JAX backend; no TensorFlow needed
 
-The step is the trainer's own compiled loop (resnet_nobn/train/steps.py: forward, loss, gradient,
+The step is the trainer's own compiled loop (resnet_nobn/training/steps.py: forward, loss, gradient,
 SGD update) on one device (the first GPU, else the CPU), on synthetic images (no input
 pipeline), float32 by default. One loop of one step traces and warms up; then one loop of
 --steps steps is timed. A training image costs 3 x the forward pass's convolutions and head,
@@ -49,7 +49,7 @@ def measure(cfg, steps):
     """(seconds of one training step of `cfg` on one device, the device's name)."""
     import tensorflow as tf
     from resnet_nobn.data import inputs
-    from resnet_nobn.train import provenance, steps as steps_lib
+    from resnet_nobn.training import provenance, steps as steps_lib
 
     gpus = tf.config.list_logical_devices("GPU")
     strategy = tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")

@@ -28,7 +28,7 @@ from resnet_nobn.config import TrainConfig  # noqa: E402
 from resnet_nobn.data.datasets import DATASETS  # noqa: E402
 from resnet_nobn.config import ModelConfig  # noqa: E402
 from resnet_nobn.data.cifar import InMemoryInput  # noqa: E402
-from resnet_nobn.train.trainer import Trainer  # noqa: E402
+from resnet_nobn.training.trainer import Trainer  # noqa: E402
 
 
 def _time_steps(trainer, iterator, steps, per_loop=None):

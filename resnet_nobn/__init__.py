@@ -32,7 +32,7 @@ _PUBLIC = {
     "custom_objects": ("resnet_nobn.model.network", "custom_objects"),
     "Standardize": ("resnet_nobn.model.standardize", "Standardize"),
     "StepSchedule": ("resnet_nobn.schedule", "StepSchedule"),
-    "train": ("resnet_nobn.train", None),  # the package, callable as trainer.train
+    "train": ("resnet_nobn.training.trainer", "train"),
 }
 __all__ = sorted(_PUBLIC)
 

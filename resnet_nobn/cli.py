@@ -5,7 +5,7 @@ TrainConfig and ModelConfig, its default from a recipe (resnet_nobn/recipes.py).
 the field's: resnet_nobn/config.py; absl enforces the bounds and choices while parsing, and
 `advise` makes a refused --dataset of the other entry point name that entry point);
 `config_from_flags` turns the parsed flags, once, into the frozen TrainConfig, whose checks are all
-the others. Nothing else reads FLAGS. The training main (resnet_nobn/train/main.py) does all of this
+the others. Nothing else reads FLAGS. The training main (resnet_nobn/training/main.py) does all of this
 before TensorFlow is imported, so a bad flag is said at once (one line, exit status 2).
 `start(main)` is how every absl entry point under run/ (and bench/) starts: `parse_flags` says
 absl's own errors (a flag that does not parse, a missing required flag, a flagfile that cannot be

@@ -292,7 +292,7 @@ class TrainConfig:
 
 
 # TrainConfig's fields by what a change of one means for a run that has checkpoints: one list for
-# the trainer (a resume or --eval_only in the same model_dir: resnet_nobn/train/rundir.py) and for
+# the trainer (a resume or --eval_only in the same model_dir: resnet_nobn/training/rundir.py) and for
 # run/ablate.py (which reuses a finished run only if its scientific fields match: study.py).
 # What a run computes: never changed on resume, except to a diverged run's `retry with:` advice.
 SCIENTIFIC_FIELDS = ("dataset", "class_names", "use_synthetic_data", "crop_padding", "mixup",

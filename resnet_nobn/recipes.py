@@ -65,7 +65,7 @@ def warmup_rule(train_steps, lr_boundaries=(), lr_decay_every=0):
     ramp over the first half of the first rate period (the steps before the first
     --lr_boundaries entry, or --lr_decay_every, or --train_steps with neither). The paper's 60k
     steps: 15,000 steps of its first 30,000; a 1,500-step run with drops at 750 and 1,250: 375.
-    The ramp is a function of the global step (resnet_nobn/train/steps.py): a run continued from
+    The ramp is a function of the global step (resnet_nobn/training/steps.py): a run continued from
     step s runs at min(1, (s+1)/W) of its rate there, as if it had warmed up from step 0."""
     first = lr_boundaries[0] if lr_boundaries else (lr_decay_every or train_steps)
     return max(1, first // 2)

@@ -57,7 +57,7 @@ from resnet_nobn.errors import UserError, broken_link, first_line, write_failure
 from resnet_nobn.files import read_json
 from resnet_nobn.options import flag_words
 from resnet_nobn.study import advice
-from resnet_nobn.train.rundir import RESULTS
+from resnet_nobn.training.rundir import RESULTS
 
 flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
                     "experiment summary, and the report.")

@@ -10,7 +10,7 @@ finished run says so and exits.
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 from resnet_nobn import cli, recipes
-from resnet_nobn.train import main
+from resnet_nobn.training import main
 
 cli.define_flags(recipes.cifar())
 if __name__ == "__main__":

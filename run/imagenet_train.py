@@ -13,7 +13,7 @@ TF_CONFIG; RESNET_NOBN_HEARTBEAT_TIMEOUT (seconds, default 30) is how soon a van
 """
 import _start  # noqa: F401  (first: the repository on sys.path, quiet TensorFlow, Ctrl-C)
 from resnet_nobn import cli, recipes
-from resnet_nobn.train import main
+from resnet_nobn.training import main
 
 cli.define_flags(recipes.imagenet())
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def tiny_config(model_dir, **overrides):
 def check_model_dir(cfg):
     """(the run's recorded settings or None, {field: [there, here]}) of a start of `cfg` on its
     run directory as it is (resume.decide on rundir.read); UserError where it refuses."""
-    from resnet_nobn.train import resume, rundir
+    from resnet_nobn.training import resume, rundir
     plan = resume.decide(rundir.read(cfg.model_dir), cfg)
     return plan.run_config, plan.changes
 

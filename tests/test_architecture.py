@@ -76,7 +76,7 @@ def imports(root):
 
 def floors(root):
     """[[unit, ...] per floor, top floor first] from the code block under "## Floors" in
-    docs/architecture.md; a unit is a package (`resnet_nobn/train/`) or a module
+    docs/architecture.md; a unit is a package (`resnet_nobn/training/`) or a module
     (`resnet_nobn/cli.py`)."""
     text = open(os.path.join(root, "docs", "architecture.md"), encoding="utf-8").read()
     block = re.search(r"^## Floors\n.*?^```text\n(.*?)^```", text, re.S | re.M)
@@ -185,9 +185,9 @@ def _plant(path, code):
 def test_a_circle_planted_behind_a_function_level_import_is_found(tmp_path):
     root = _copy(tmp_path)
     # config is imported by the trainer; an import back, hidden in a function, closes a circle
-    _plant(root / "resnet_nobn" / "config.py", "from resnet_nobn.train import trainer")
+    _plant(root / "resnet_nobn" / "config.py", "from resnet_nobn.training import trainer")
     found = problems(root)
-    assert any(p.startswith("import circle:") and "resnet_nobn.config -> resnet_nobn.train.trainer"
+    assert any(p.startswith("import circle:") and "resnet_nobn.config -> resnet_nobn.training.trainer"
                in p for p in found), found
 
 
@@ -217,16 +217,16 @@ def test_a_module_on_no_floor_is_found(tmp_path):
 # One run (docs/architecture.md): the hub sequences it (main.py, the entry points' main, reads and
 # decides before TensorFlow loads, then hands over to it); a spoke uses no other spoke, only the
 # run directory's names and readers and the TF_CONFIG checks.
-HUBS = ("resnet_nobn.train.trainer", "resnet_nobn.train.main")
-SHARED = ("resnet_nobn.train.rundir", "resnet_nobn.train.tf_config", "resnet_nobn.train")
+HUBS = ("resnet_nobn.training.trainer", "resnet_nobn.training.main")
+SHARED = ("resnet_nobn.training.rundir", "resnet_nobn.training.tf_config", "resnet_nobn.training")
 
 
 def spokes_using_spokes(root):
-    """["importer -> imported (line N)"] of each module of resnet_nobn/train/ other than the hub
+    """["importer -> imported (line N)"] of each module of resnet_nobn/training/ other than the hub
     that imports another of its spokes."""
     edges, _ = imports(root)
     return [f"{a} -> {b} (line {line})" for a, b, line, _ in edges
-            if a.startswith("resnet_nobn.train.") and b.startswith("resnet_nobn.train.")
+            if a.startswith("resnet_nobn.training.") and b.startswith("resnet_nobn.training.")
             and a not in HUBS and b not in SHARED]
 
 
@@ -236,9 +236,9 @@ def test_the_spokes_of_one_run_use_no_other_spoke():
 
 def test_a_spoke_that_calls_another_is_found(tmp_path):
     root = _copy(tmp_path)
-    _plant(root / "resnet_nobn" / "train" / "results.py", "from resnet_nobn.train import checkpoints")
+    _plant(root / "resnet_nobn" / "training" / "results.py", "from resnet_nobn.training import checkpoints")
     found = spokes_using_spokes(root)
-    assert any(p.startswith("resnet_nobn.train.results -> resnet_nobn.train.checkpoints (line")
+    assert any(p.startswith("resnet_nobn.training.results -> resnet_nobn.training.checkpoints (line")
                for p in found), found
 
 

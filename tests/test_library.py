@@ -128,21 +128,21 @@ def test_what_the_network_does_take_builds():
 
 
 def _train(cfg):
-    return resnet_nobn.train(cfg)  # whichever of resnet_nobn.train's submodules a test loaded
+    return resnet_nobn.train(cfg)  # whichever of resnet_nobn.training's submodules a test loaded
 
 
-@pytest.mark.parametrize("first", ["import resnet_nobn.train.rundir", "pass"])
-def test_the_public_train_and_the_train_subpackage_are_one_whichever_comes_first(tmp_path, first):
-    """`resnet_nobn.train` was the function until a submodule of the subpackage of that name
-    loaded: then it was the module ("'module' object is not callable"), and once the function
-    was set, `resnet_nobn.train.rundir` was an attribute of a function."""
+@pytest.mark.parametrize("first", ["import resnet_nobn.training.rundir", "pass"])
+def test_the_public_train_is_the_function_whichever_comes_first(tmp_path, first):
+    """`resnet_nobn.train` is the trainer's function and `resnet_nobn.training` the package of
+    its modules: two names, so neither hides the other whichever is imported first (when they
+    shared a name, the function became the module once a submodule loaded)."""
     p = _python(f"{first}\nimport resnet_nobn\n"
                 "cfg = resnet_nobn.TrainConfig(use_synthetic_data=True, train_steps=2, "
                 "batch_size=8, model=resnet_nobn.ModelConfig(widths=(8, 16, 32), "
                 f"blocks_per_stage=1, stem_width=8), model_dir={str(tmp_path / 'run')!r})\n"
                 "results = resnet_nobn.train(cfg)\n"
-                "import resnet_nobn.train.rundir\n"
-                "print(results['global_step'], resnet_nobn.train.rundir.RESULTS)", tmp_path)
+                "import resnet_nobn.training.rundir\n"
+                "print(results['global_step'], resnet_nobn.training.rundir.RESULTS)", tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split()[-2:] == ["2", "results.json"], p.stdout[-500:]
 

@@ -40,7 +40,7 @@ def test_the_same_networks_have_no_gap_and_a_seed_interval_needs_two_seeds():
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A finished 2-step run on synthetic data, evaluated at its end."""
-    from resnet_nobn.train import trainer
+    from resnet_nobn.training import trainer
     d = tmp_path_factory.mktemp("paired_gap") / "run"
     trainer.train(tiny_config(d, train_steps=2, eval_every=2, checkpoint_every=2))
     return str(d)

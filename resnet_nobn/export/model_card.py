@@ -12,7 +12,7 @@ from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options,
 from resnet_nobn.data.datasets import DATASETS, partial_evaluation, shown
 from resnet_nobn.export.layout import KERAS
 from resnet_nobn.export.serving import TOP_K, input_spec
-from resnet_nobn.train import provenance, rundir
+from resnet_nobn.training import provenance, rundir
 
 # How to load model.keras: given in the model card and in docs/training.md.
 LOAD_KERAS = ("```python", "import keras", "from resnet_nobn.model import custom_objects",

@@ -24,7 +24,7 @@ class GlobalBatchNorm(layers.BatchNormalization):
     layer and step), and the gradient flows through both passes. Keras' `synchronized=True`
     (E[x^2] - E[x]^2), like a two-pass that stops the gradient at the mean as `tf.nn.moments`
     does, left 2 mirrored replicas 3e-5 (absolute) from one device after 5 steps of the test net
-    at learning rate 0.05; this agrees to 1e-4 relative (tests/train/test_replicas.py).
+    at learning rate 0.05; this agrees to 1e-4 relative (tests/training/test_replicas.py).
     Decay and epsilon: the fork's `_batch_norm` (moving averages `m <- 0.9 m + 0.1 batch`,
     epsilon 0.001), ModelConfig's bn_momentum and bn_epsilon.
     """

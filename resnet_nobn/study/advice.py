@@ -3,19 +3,19 @@ flags that say them, the step where it diverged, and the configuration it was st
 
 When a run diverges, the trainer writes its `retry with:` flags to model_dir/diverged.json; a
 resume may then change a setting outside RESUMABLE_FIELDS only to the value that line advises
-(resnet_nobn/train/resume.py: `decide`), and results.json records each change under
+(resnet_nobn/training/resume.py: `decide`), and results.json records each change under
 `resume_changes` and the divergence under `rollbacks`. So the changes read here are the advice
 the run followed, whoever continued it: the study (run/ablate.py --follow_retry_advice) or a
 person by hand. Reads JSON only (no TensorFlow).
 """
 from resnet_nobn.cli import flag_text
-from resnet_nobn.train import resume
-from resnet_nobn.train.rundir import RESUME_CHANGES
+from resnet_nobn.training import resume
+from resnet_nobn.training.rundir import RESUME_CHANGES
 
 
 def advised_changes(results):
     """The changes of `results` (a results.json object) made to follow the advice
-    (resnet_nobn/train/resume.py: `advised`), oldest first: {step, field, from, to} each, `step`
+    (resnet_nobn/training/resume.py: `advised`), oldest first: {step, field, from, to} each, `step`
     the one the advised resume started from."""
     return [c for c in (results or {}).get(RESUME_CHANGES) or [] if resume.advised(c)]
 

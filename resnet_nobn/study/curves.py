@@ -1,7 +1,7 @@
 """The plot of a study (run/report.py): one row of panels per configuration of the report's table,
 over its seeds, against training steps: the training loss (results.json `train_history`), the test
 top-1 error (results.json `history`) and the largest block norm ||A_j|| (the largest of the
-`branch_norm/<block>` scalars the trainer writes to TensorBoard, resnet_nobn/train/summaries.py:
+`branch_norm/<block>` scalars the trainer writes to TensorBoard, resnet_nobn/training/summaries.py:
 ||branch(h)|| / ||shortcut(h)|| on a fixed test batch, the network's counterpart of Section 2's
 ||A_j||), each seed thin, their mean bold at the steps every seed reached (a seed that stopped
 early, diverged or not trained that far yet, leaves the mean's company unchanged), a diverged
@@ -15,8 +15,8 @@ import os
 import numpy as np
 
 from resnet_nobn.study import events
-from resnet_nobn.train.results import HISTORY
-from resnet_nobn.train.rundir import TRAIN
+from resnet_nobn.training.results import HISTORY
+from resnet_nobn.training.rundir import TRAIN
 
 PANELS = (("loss", "training loss"), ("error", "test top-1 error (%)"),
           ("norm", "largest block norm ||A_j||"))

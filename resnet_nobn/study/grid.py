@@ -10,7 +10,7 @@ from resnet_nobn import cli
 from resnet_nobn.config import RESUMABLE_FIELDS, differences, resolve_init
 from resnet_nobn.files import read_json
 from resnet_nobn.study import advice
-from resnet_nobn.train.rundir import CONFIG, RESULTS
+from resnet_nobn.training.rundir import CONFIG, RESULTS
 
 
 def blocks_text(blocks):

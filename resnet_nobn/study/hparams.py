@@ -1,14 +1,14 @@
 """The study's hyperparameters for TensorBoard's HParams dashboard: the experiment summary at the
 study's root (every hparam with its values, and the metrics) and one hp.hparams per run, written
 into the run's directory before the run starts, with the study's trial id (the trainer writes it
-in a run outside a study: resnet_nobn/train/summaries.py, whose `hparams_of` both use).
+in a run outside a study: resnet_nobn/training/summaries.py, whose `hparams_of` both use).
 """
 import os
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.files import read_json
 from resnet_nobn.study.grid import OPTIONAL, run_name
-from resnet_nobn.train.rundir import CKPT, CONFIG, EVAL, SUMMARIES, TRAIN
+from resnet_nobn.training.rundir import CKPT, CONFIG, EVAL, SUMMARIES, TRAIN
 
 
 METRICS = ((EVAL, "top1_error", "test top-1 error"), (EVAL, "top5_error", "test top-5 error"),
@@ -20,7 +20,7 @@ def write_hparams_config(root, configs):
     already under ROOT (several studies may share a root), and the metrics."""
     import tensorflow as tf
     from tensorboard.plugins.hparams import api as hp
-    from resnet_nobn.train.summaries import hparams_of
+    from resnet_nobn.training.summaries import hparams_of
     os.makedirs(root, exist_ok=True)
     for name in os.listdir(root):  # one experiment config at the root: replace the previous one
         if name.startswith("events.out.tfevents."):
@@ -48,7 +48,7 @@ def write_hparams_config(root, configs):
 
 
 def write_run_hparams(cfg):
-    """The run's hp.hparams (resnet_nobn/train/summaries.py), once, with the study's trial id: the
+    """The run's hp.hparams (resnet_nobn/training/summaries.py), once, with the study's trial id: the
     run's directory under the root."""
-    from resnet_nobn.train import summaries  # loads TensorFlow
+    from resnet_nobn.training import summaries  # loads TensorFlow
     return summaries.write_run_hparams(cfg, trial_id=run_name(cfg, OPTIONAL))

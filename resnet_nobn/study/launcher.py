@@ -9,7 +9,7 @@ Every other hyperparameter comes from the base flags and is the same for every r
 Layout under one root (`tensorboard --logdir ROOT` compares the runs: resnet_nobn/study/hparams.py):
 
     ROOT/<dataset>/norm-none_init-identity_head-random_blocks-1/seed-0/
-        config.json ckpt/ train/ eval/ results.json written by the trainer (resnet_nobn/train/)
+        config.json ckpt/ train/ eval/ results.json written by the trainer (resnet_nobn/training/)
         diverged.json                               the trainer's, while the run stands diverged
         train.log                                   the trainer's output
         study_status.json                           running | finished | diverged | failed
@@ -20,7 +20,7 @@ A run is finished when its results.json has `global_step >= train_steps`, howeve
 ended (a run --run_timeout killed after its end too); a finished run is skipped, an unfinished one
 (also one whose study was killed) is re-launched and the trainer resumes from its latest
 checkpoint. study_status.json is the last launch's account: "running" in it proves nothing (a
-killed study leaves it), a live holder of the run's lock does (resnet_nobn/train/rundir.py). A
+killed study leaves it), a live holder of the run's lock does (resnet_nobn/training/rundir.py). A
 run that diverged is skipped unless the study follows the advice (`follow_advice`): then it
 continues once, from the checkpoint the trainer picks before the blow-up, with the flags of its
 own `retry with:` line; a run continued so, by the study or by hand, keeps those flags on every
@@ -47,7 +47,7 @@ from resnet_nobn.study import advice
 from resnet_nobn.study.grid import command
 from resnet_nobn.study.hparams import write_run_hparams
 from resnet_nobn.files import atomic_write_json, nearest_existing, read_json
-from resnet_nobn.train.rundir import (CONFIG, DIVERGED, RESULTS, holder, pending_divergence,
+from resnet_nobn.training.rundir import (CONFIG, DIVERGED, RESULTS, holder, pending_divergence,
                                       retry_flags)
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended

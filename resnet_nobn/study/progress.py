@@ -15,7 +15,7 @@ it goes (the layout: resnet_nobn/study/launcher.py), whichever holds the later s
                    how old the record is
 
 A run is `running` only while a live process holds its directory's lock (the trainer takes it
-once its run is built: resnet_nobn/train/rundir.py `holder`); study_status.json saying "running"
+once its run is built: resnet_nobn/training/rundir.py `holder`); study_status.json saying "running"
 is no proof, since a study killed with SIGKILL, SIGTERM or Ctrl-C leaves it so. A run that is not
 held is `diverged` (its divergence not resumed past), `failed` or `timeout` (its study's last
 launch of it ended so) or `idle` (interrupted, or trained elsewhere: "not running here").
@@ -37,8 +37,8 @@ from resnet_nobn.console import hms
 from resnet_nobn.study import advice, launcher
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.files import read_json
-from resnet_nobn.train.results import HISTORY
-from resnet_nobn.train.rundir import CONFIG, RESULTS
+from resnet_nobn.training.results import HISTORY
+from resnet_nobn.training.rundir import CONFIG, RESULTS
 
 PERIOD_S = 60.0  # at most one progress report a minute (run/ablate.py --progress_every)
 LOG = "train.log"  # the trainer's output under run/ablate.py (launcher._launch)

@@ -23,8 +23,8 @@ from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.study.stats import mean_interval, twin_key, twin_table
 from resnet_nobn.files import atomic_file, atomic_write_text, read_json
-from resnet_nobn.train.results import is_run_config, problem as results_problem
-from resnet_nobn.train.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, copied_from_another_run,
+from resnet_nobn.training.results import is_run_config, problem as results_problem
+from resnet_nobn.training.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, copied_from_another_run,
                                       holder, pending_divergence)
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import trainer
+from resnet_nobn.training import trainer
 from tests.helpers import tiny_config, write_cifar10
 
 SHARD = os.path.join("cifar10", "3.0.2", "cifar10-train.tfrecord-00000-of-00001")

@@ -238,7 +238,7 @@ def test_what_a_resume_compares_of_the_image_folder(tmp_path):
     assert image_folder.changes(was, now) == {"image_folder.train_files": [
         was["train_files"], now["train_files"]], "image_folder.test_files": [
         was["test_files"], now["test_files"]]}
-    from resnet_nobn.train import resume
+    from resnet_nobn.training import resume
     now = dict(root="/f", train_images=5, test_images=2, train_files="1" * 16,
                test_files="2" * 16, class_names=["a", "b"])
     assert image_folder.changes(now, dict(now)) == {}

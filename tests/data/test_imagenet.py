@@ -14,7 +14,7 @@ from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.data import imagenet, inputs, prepare
 from resnet_nobn.errors import UserError
 from resnet_nobn.model import network as model_lib
-from resnet_nobn.train.steps import learning_rate
+from resnet_nobn.training.steps import learning_rate
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

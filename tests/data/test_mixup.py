@@ -80,7 +80,7 @@ def test_mixup_is_refused_without_a_training_split(tmp_path):
 
 
 def test_the_steps_loss_of_mixed_labels_is_the_mixed_cross_entropy():
-    from resnet_nobn.train.steps import per_example_cross_entropy as cross_entropy
+    from resnet_nobn.training.steps import per_example_cross_entropy as cross_entropy
     logits = tf.constant(np.random.default_rng(1).standard_normal((4, 10)), tf.float32)
     y, y2, lam = tf.constant([1, 2, 3, 4]), tf.constant([5, 6, 3, 8]), 0.3
     soft = lam * tf.one_hot(y, 10) + (1 - lam) * tf.one_hot(y2, 10)

@@ -10,7 +10,7 @@ import tensorflow as tf
 from resnet_nobn.data import cifar, standardization
 from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.export import writer
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import run_cli, tiny_config, write_idx
 
 pytestmark = pytest.mark.timeout(500)

@@ -189,7 +189,7 @@ REPO_PATH = re.compile(r"(?<![\w/.])((?:resnet_nobn|run|bench|theory|tests)/[\w/
 
 @pytest.mark.parametrize("page", [p for p in PAGES if not p.endswith("CHANGELOG.md")], ids=_name)
 def test_every_file_of_the_repository_a_page_names_exists(page):
-    """`tests/train/test_remedies.py`, `resnet_nobn/train/rundir.py`: files move (the changelog
+    """`tests/training/test_remedies.py`, `resnet_nobn/training/rundir.py`: files move (the changelog
     tells history, and is not held to today's tree)."""
     missing = sorted({p for p in REPO_PATH.findall(_read(page))
                       if not os.path.exists(os.path.join(ROOT, p))})

@@ -255,13 +255,13 @@ def test_a_run_killed_while_saving_its_first_checkpoint_resumes_with_the_same_co
                                        dict(clip_norm=0.5, agc=0.16, warmup_steps=3),
                                        dict(norm="batch", init="he"), dict(init="fixup")])
 def test_the_resume_rule_and_the_advice_reader_agree_on_every_retry_advice(tmp_path, overrides):
-    """What resume.decide lets a diverged run's resume change (resnet_nobn/train/resume.py) is
+    """What resume.decide lets a diverged run's resume change (resnet_nobn/training/resume.py) is
     what the study and the report read back from results.json as the advice it followed (advice.py),
     for whatever advice the trainer gives (recipes.retry_remedy)."""
     import dataclasses
     from resnet_nobn import recipes
     from resnet_nobn.study import advice
-    from resnet_nobn.train import rundir
+    from resnet_nobn.training import rundir
     from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
     from helpers import tiny_config
     cfg = tiny_config(tmp_path / "run", train_steps=4, **overrides)
@@ -290,7 +290,7 @@ def test_the_resume_rule_and_the_advice_reader_agree_on_every_retry_advice(tmp_p
 
 
 def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
-    from resnet_nobn.train import rundir
+    from resnet_nobn.training import rundir
     from helpers import tiny_config
     cfg = tiny_config(tmp_path / "run", train_steps=4)
     os.makedirs(cfg.model_dir)
@@ -304,7 +304,7 @@ def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
 
 _KILLED_BEFORE_CLEARING = """
 import os, runpy, sys
-from resnet_nobn.train import rundir
+from resnet_nobn.training import rundir
 rundir.clear_divergence = lambda model_dir: os._exit(9)  # killed right there
 sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(sys.argv[0]))  # run/, as `python run/cifar_train.py` has it

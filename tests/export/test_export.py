@@ -19,7 +19,7 @@ from resnet_nobn.data import cifar, imagenet
 from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
 from resnet_nobn.model import network as model_lib
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import ROOT, count_reads, run_cli, tiny_config
 
 pytestmark = pytest.mark.timeout(400)

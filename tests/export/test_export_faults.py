@@ -20,7 +20,7 @@ from PIL import Image
 from resnet_nobn.data import images
 from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import ROOT, run_cli, start_cli, tiny_config
 
 pytestmark = pytest.mark.timeout(400)

@@ -7,7 +7,7 @@ import pytest
 
 from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.export import writer
-from resnet_nobn.train import trainer
+from resnet_nobn.training import trainer
 from tests.helpers import run_cli, tiny_config
 
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 from resnet_nobn.config import ModelConfig
 from resnet_nobn.model import custom_objects
 from resnet_nobn.model.network import build_model, conv_kernels
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import tiny_config
 
 TINY = dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8)

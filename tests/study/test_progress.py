@@ -7,7 +7,7 @@ import time
 
 from helpers import run_cli, tiny_config
 from resnet_nobn.study import progress
-from resnet_nobn.train import rundir
+from resnet_nobn.training import rundir
 from test_study import TINY
 
 

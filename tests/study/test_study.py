@@ -242,7 +242,7 @@ def test_ablate_root_that_is_a_file_is_one_line(tmp_path):
 
 
 def test_config_json_whose_model_is_not_an_object_is_one_line(tmp_path):
-    from resnet_nobn.train import trainer
+    from resnet_nobn.training import trainer
     from resnet_nobn.errors import UserError
     cfg = tiny_config(tmp_path / "run", train_steps=2)
     os.makedirs(cfg.model_dir)
@@ -317,7 +317,7 @@ def test_report_prints_no_matplotlib_lines_with_an_unwritable_home(tmp_path):
 
 _HOLDER = """import os, sys, time
 sys.path.insert(0, {root!r})
-from resnet_nobn.train import rundir
+from resnet_nobn.training import rundir
 model_dir = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir=")][0]
 with rundir.locked(model_dir):
     open(os.path.join(model_dir, "child.pid"), "w").write(str(os.getpid()))
@@ -375,7 +375,7 @@ def test_a_study_killed_with_sigkill_takes_its_training_child_with_it(tmp_path, 
 
 
 def test_a_run_held_by_a_live_process_is_running_never_failed(tmp_path):
-    from resnet_nobn.train import rundir
+    from resnet_nobn.training import rundir
     cfg, entry = _study_of_one(tmp_path)
     os.makedirs(cfg.model_dir)
     json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))

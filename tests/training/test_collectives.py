@@ -1,12 +1,12 @@
 """bench/collectives.py: a 2-replica step all-reduces its gradient once (the step's own sum, which
 the gradient norm, the clip and AGC read; the optimizer does not all-reduce it again), and the BN
 twin's synchronized batch norm's collectives are counted apart. That the sum is the one-device
-result: tests/train/test_replicas.py and tests/train/test_multiworker.py."""
+result: tests/training/test_replicas.py and tests/training/test_multiworker.py."""
 import pytest
 
 from bench import collectives
 from helpers import tiny_config
-from resnet_nobn.train import cluster
+from resnet_nobn.training import cluster
 
 
 @pytest.mark.parametrize("kw", [

@@ -1,12 +1,12 @@
-"""Which checkpoint a run restores (resnet_nobn/train/checkpoints.py): the loss record it is judged
+"""Which checkpoint a run restores (resnet_nobn/training/checkpoints.py): the loss record it is judged
 by after a divergence covers a checkpoint a run stopped at and was resumed from."""
 import math
 import os
 
 import pytest
 
-from resnet_nobn.train import checkpoints, resume, rundir
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training import checkpoints, resume, rundir
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import tiny_config
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,7 +42,7 @@ def test_after_a_first_loop_divergence_and_its_retry_the_initialisation_has_a_fi
         tmp_path):
     """The retry trains on from ckpt-0: its first loop's loss replaces the NaN of the loop that
     blew up, which stayed and made every later checkpoint look fine to a second divergence."""
-    from resnet_nobn.train import trainer
+    from resnet_nobn.training import trainer
     from resnet_nobn.errors import TrainingDiverged
     kw = dict(train_steps=4, checkpoint_every=2, learning_rate=1e9)
     with pytest.raises(TrainingDiverged) as diverged:

@@ -1,4 +1,4 @@
-"""The start-up decision (resnet_nobn/train/resume.py `decide`): new, resume, rollback, eval-only,
+"""The start-up decision (resnet_nobn/training/resume.py `decide`): new, resume, rollback, eval-only,
 finished or refused, and the restore order, from hand-made snapshots of a run directory
 (rundir.RunDir): pure, no file read, no TensorFlow."""
 import dataclasses
@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import resume, rundir
-from resnet_nobn.train.rundir import RunDir
+from resnet_nobn.training import resume, rundir
+from resnet_nobn.training.rundir import RunDir
 from tests.helpers import ROOT, tiny_config
 
 MODEL_DIR = "/nonexistent/run"  # never read: decide touches no file
@@ -138,8 +138,8 @@ def test_without_config_json_the_settings_are_the_checkpoints_record_else_result
 
 
 def test_the_decision_loads_no_tensorflow():
-    """The command line decides before TensorFlow loads (resnet_nobn/train/main.py)."""
-    code = ("import sys; from resnet_nobn.train import resume, rundir; "
+    """The command line decides before TensorFlow loads (resnet_nobn/training/main.py)."""
+    code = ("import sys; from resnet_nobn.training import resume, rundir; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow loaded'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT))

@@ -8,9 +8,9 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from resnet_nobn.errors import TrainingDiverged, UserError
-from resnet_nobn.train import trainer as train_lib
-from resnet_nobn.train.steps import learning_rate
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training import trainer as train_lib
+from resnet_nobn.training.steps import learning_rate
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import check_model_dir, tiny_config
 
 
@@ -216,7 +216,7 @@ FIXED_WITH_THE_DATA = ("standardize", "class_names", "mixup")
 
 def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
     import dataclasses
-    from resnet_nobn.train import rundir
+    from resnet_nobn.training import rundir
     from resnet_nobn.config import SCIENTIFIC_FIELDS, TrainConfig
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"model", "eval_only"}
     assert set(REFUSED_ON_RESUME) | set(ALLOWED_ON_RESUME) | set(FIXED_WITH_THE_DATA) == fields
@@ -264,7 +264,7 @@ def test_run_diverging_in_its_first_loop_can_follow_its_retry_advice(tmp_path):
     kw = dict(train_steps=6, learning_rate=1e9, log_every=6, eval_every=6)
     with pytest.raises(TrainingDiverged) as diverged:
         train_lib.train(tiny_config(tmp_path, **kw))
-    from resnet_nobn.train import rundir
+    from resnet_nobn.training import rundir
     assert not np.isfinite(rundir.read(str(tmp_path)).losses[0])  # blew up at once
     advice = str(diverged.value).splitlines()[-1]
     assert advice.startswith("retry with: ")
@@ -354,7 +354,7 @@ def test_a_start_decided_before_another_run_ended_there_is_refused(tmp_path, mon
     """A second launch on a busy model_dir decided its start, then waited for the lock while the
     first run trained on: it restored a checkpoint the first had since rotated out ("corrupt"), or
     trained again over the finished run. It now refuses once it holds the lock."""
-    from resnet_nobn.train import rundir
+    from resnet_nobn.training import rundir
     train_lib.train(tiny_config(tmp_path, train_steps=4, checkpoint_every=2, eval_every=2))
     real = rundir.locked
 

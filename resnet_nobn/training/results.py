@@ -10,7 +10,7 @@ import math
 import os
 
 from resnet_nobn.files import atomic_write_json
-from resnet_nobn.train.rundir import RESULTS, RESUME_CHANGES, ROLLBACKS
+from resnet_nobn.training.rundir import RESULTS, RESUME_CHANGES, ROLLBACKS
 
 
 HISTORY = "train_history"
@@ -22,7 +22,7 @@ class TrainLog:
     rate and the global norm of the gradient before any clip or AGC, with a clip or AGC the
     fraction of those steps it changed, and the global batch's `pooled_spread` and `logit_norm`
     (how much the pooled features differ between images, relative to their size; the
-    root-mean-square logit: resnet_nobn/train/steps.py `batch_statistics`). results.json keeps
+    root-mean-square logit: resnet_nobn/training/steps.py `batch_statistics`). results.json keeps
     it (`train_history`, and the whole run's fraction); TensorBoard shows it, the progress line
     its gradient. `resume` keeps the entries of results.json up to the step resumed."""
 
@@ -37,7 +37,7 @@ class TrainLog:
 
     def add(self, step, steps, means, learning_rate):
         """Records `means`, {name: mean over the `steps` steps before `step`} of the training
-        loop's sums (resnet_nobn/train/steps.py `LOOP_SUMS`); returns ({TensorBoard tag: value}
+        loop's sums (resnet_nobn/training/steps.py `LOOP_SUMS`); returns ({TensorBoard tag: value}
         of its gradient, `pooled_spread` and `logit_norm`; the progress line's part: `|grad|
         0.842`, with a bound `|grad| 3.1 (bound 12% of steps)`)."""
         grad_norm, bound = means["grad_norm"], means["bounded_steps"]

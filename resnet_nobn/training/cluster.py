@@ -22,7 +22,7 @@ import tempfile
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import STRATEGIES
 from resnet_nobn.errors import UserError, first_line
-from resnet_nobn.train.tf_config import check_port_free, parse_tf_config, timeouts
+from resnet_nobn.training.tf_config import check_port_free, parse_tf_config, timeouts
 
 # --------------------------------------------------------------------------------------------
 # The strategy, its devices and the chief
@@ -78,7 +78,7 @@ def make_strategy(name):
 def check_replica_options(cfg, replicas):
     """UserError for a combination of options that cannot give the one-device run on `replicas`
     replicas (docs/training.md#one-device-many-gpus-many-machines). Measured with 2 mirrored
-    replicas and 2 workers (tests/train/test_replicas.py, tests/train/test_multiworker.py): float16
+    replicas and 2 workers (tests/training/test_replicas.py, tests/training/test_multiworker.py): float16
     and bfloat16 give the one-device run; --xla does for the BN-free net but not for the BN twin,
     whose global batch statistics all-reduce inside the forward pass, which XLA does not compile
     under tf.distribute (MirroredStrategy's `merge_call`: RuntimeError at the first step)."""
@@ -235,7 +235,7 @@ def preemption_handler(strategy, save, on_exit, describe):
 def _quiet_watcher(error_class):
     """The handler's PeerTerminationWatcher thread dies with TensorFlow's traceback when a peer
     goes away (its error of `error_class`); the trainer says what happened in its own line
-    (resnet_nobn/train/failures.py), so that thread's error is not printed. Any other is."""
+    (resnet_nobn/training/failures.py), so that thread's error is not printed. Any other is."""
     import threading
     printed = threading.excepthook
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from resnet_nobn.errors import UserError
-from resnet_nobn.train.tf_config import parse_tf_config
+from resnet_nobn.training.tf_config import parse_tf_config
 from tests.helpers import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "run"))

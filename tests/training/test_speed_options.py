@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from helpers import tiny_config, train_losses
-from resnet_nobn.train import trainer as train_lib
+from resnet_nobn.training import trainer as train_lib
 
 STEPS = 5
 

@@ -9,7 +9,7 @@ import pytest
 
 from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.study import launcher, report
-from resnet_nobn.train import rundir, trainer
+from resnet_nobn.training import rundir, trainer
 from tests.helpers import poison_optimizer_slots, tiny_config
 
 

@@ -1,5 +1,5 @@
 """A run's checkpoints on disk: saved, their losses recorded, tracked, deleted and restored in the
-order given (the policy that picks that order: resnet_nobn/train/resume.py).
+order given (the policy that picks that order: resnet_nobn/training/resume.py).
 
 `model_dir/ckpt/` holds tf.train.CheckpointManager's `ckpt-<step>` files (step 0 included, so a
 run that diverges early can restart from its initialisation) and `losses.json`: for each
@@ -19,7 +19,7 @@ import tensorflow as tf
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.errors import first_line
 from resnet_nobn.files import atomic_write_json
-from resnet_nobn.train.rundir import CKPT, LOSSES, SCRATCH
+from resnet_nobn.training.rundir import CKPT, LOSSES, SCRATCH
 
 KEEP = 5  # checkpoints kept: enough to go back past a blow-up
 RECORD = "run_config"  # each checkpoint's record of the run's settings (config.json's object)

@@ -1,13 +1,13 @@
 """The training entry points' main (run/cifar_train.py, run/imagenet_train.py): the parsed flags
 become one configuration, checked with TF_CONFIG and the timeouts and against the run directory
 (read once, the start decided: resume.py) before TensorFlow loads, then one training run
-(resnet_nobn/train/trainer.py). The flags themselves: resnet_nobn/cli.py.
+(resnet_nobn/training/trainer.py). The flags themselves: resnet_nobn/cli.py.
 """
 from absl import flags
 
 from resnet_nobn import cli
 from resnet_nobn.console import quiet_stderr
-from resnet_nobn.train import cluster, resume, rundir, tf_config
+from resnet_nobn.training import cluster, resume, rundir, tf_config
 
 
 def run():
@@ -36,7 +36,7 @@ def main(argv):
                     return
         with quiet_stderr():  # TensorFlow's start-up lines (CUDA probing, absl's log banner)
             import tensorflow as tf
-            from resnet_nobn.train import trainer
+            from resnet_nobn.training import trainer
             cluster.probe_devices()
         tf.get_logger().setLevel("ERROR")  # deprecation notices of tf.distribute internals
         trainer.train(cfg, plan=plan)

@@ -21,9 +21,9 @@ from resnet_nobn.data import inputs
 from resnet_nobn.errors import UserError
 from resnet_nobn.files import atomic_write_json
 from resnet_nobn.model import network as model_lib
-from resnet_nobn.train import (checkpoints, cluster, failures, profiling, provenance, resume,
+from resnet_nobn.training import (checkpoints, cluster, failures, profiling, provenance, resume,
                                rollback, rundir, steps, summaries)
-from resnet_nobn.train.results import Results
+from resnet_nobn.training.results import Results
 
 
 def check_memory(cfg: TrainConfig, replicas):
@@ -410,7 +410,7 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     changed after it was read (another process trained there until the lock was free).
     File-system failures (a model_dir that is a file, a broken link or read-only, a full disk),
     memory exhaustion and a peer worker lost (mid-run, or while the run is built: the broadcast
-    of the initial weights) end it with one line (UserError, resnet_nobn/train/failures.py); a new
+    of the initial weights) end it with one line (UserError, resnet_nobn/training/failures.py); a new
     run that saved nothing but its initialisation leaves no model_dir behind, and one that did
     keeps it. TypeError for a `cfg` that is no TrainConfig.
     """

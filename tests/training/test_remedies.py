@@ -9,8 +9,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from resnet_nobn.recipes import warmup_rule
-from resnet_nobn.train.steps import adaptive_clip
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training.steps import adaptive_clip
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import run_cli, tiny_config
 
 # sha256 of the trainable weights after 3 steps of tiny_config(seed=5, learning_rate=0.05,
@@ -140,7 +140,7 @@ def test_a_diverged_run_following_a_remedy_resumes_from_its_newest_finite_checkp
     run with it appended resumes from the checkpoint before the blow-up (here the
     initialisation) and trains; a warm-up follows its rule from there, on the global step."""
     from resnet_nobn import recipes
-    from resnet_nobn.train import steps, trainer as train_lib
+    from resnet_nobn.training import steps, trainer as train_lib
     from resnet_nobn.errors import TrainingDiverged
     monkeypatch.setattr(recipes, "MEASURED", {(remedy, 9): {3: 10.0, 5: 10.0}})
     kw = dict(train_steps=6, learning_rate=1e9, log_every=6, eval_every=6)

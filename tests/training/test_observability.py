@@ -13,7 +13,7 @@ import tensorflow_datasets as tfds
 
 from helpers import tiny_config
 from resnet_nobn.model import network as model_lib
-from resnet_nobn.train import trainer as train_lib
+from resnet_nobn.training import trainer as train_lib
 
 
 def tags(directory):
@@ -86,7 +86,7 @@ def test_the_hparams_tab_shows_every_training_setting_that_sets_runs_apart():
     """A run continued with --agc=0.16, or one with --mixup or --max_branch_norm, looked the same
     as the paper's settings in the HParams tab: it listed clip_norm but not these."""
     from resnet_nobn.config import SCIENTIFIC_FIELDS
-    from resnet_nobn.train.summaries import hparams_of
+    from resnet_nobn.training.summaries import hparams_of
     shown = hparams_of(tiny_config("/unused", agc=0.16))
     named = {"use_synthetic_data": "synthetic_data", "class_names": None}  # names: the dataset's
     missing = [f for f in SCIENTIFIC_FIELDS if named.get(f, f) and named.get(f, f) not in shown]

@@ -1,7 +1,7 @@
-"""The training log's `pooled_spread` and `logit_norm` (resnet_nobn/train/steps.py
+"""The training log's `pooled_spread` and `logit_norm` (resnet_nobn/training/steps.py
 `batch_statistics`): numpy's definitions on a tiny model, the global batch's on 2 mirrored replicas
 as on one device, in results.json's train_history and TensorBoard's train/ (they change no weight:
-tests/train/test_remedies.py holds the default run to its weights bit for bit)."""
+tests/training/test_remedies.py holds the default run to its weights bit for bit)."""
 import glob
 import os
 
@@ -12,8 +12,8 @@ import tensorflow_datasets as tfds
 
 from resnet_nobn.data.inputs import SyntheticInput
 from resnet_nobn.data.datasets import DATASETS
-from resnet_nobn.train import steps
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training import steps
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import tiny_config
 
 pytestmark = pytest.mark.timeout(500)

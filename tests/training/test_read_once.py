@@ -1,4 +1,4 @@
-"""A start reads the run directory once (resnet_nobn/train/rundir.py `read`): config.json,
+"""A start reads the run directory once (resnet_nobn/training/rundir.py `read`): config.json,
 results.json and diverged.json each opened once, ckpt/ globbed once, a resume past a divergence
 included; what the trainer writes after is written, not read back (ckpt/losses.json, held for
 the whole run, included)."""
@@ -9,7 +9,7 @@ import os
 import pytest
 
 from resnet_nobn.errors import TrainingDiverged
-from resnet_nobn.train import trainer
+from resnet_nobn.training import trainer
 from tests.helpers import count_reads, tiny_config
 
 pytestmark = pytest.mark.timeout(300)

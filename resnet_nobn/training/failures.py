@@ -14,7 +14,7 @@ import tensorflow as tf
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import inputs
 from resnet_nobn.errors import UserError, broken_link, disk_full, first_line, unwritable
-from resnet_nobn.train.rundir import CKPT, SUMMARIES
+from resnet_nobn.training.rundir import CKPT, SUMMARIES
 
 SUBDIRS = (CKPT,) + SUMMARIES  # what a run writes into, besides its own files
 # a collective failed with one of these: a peer worker died or is unreachable

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import tiny_config
 
 

@@ -1,6 +1,6 @@
 """One run, the same result on 1 or 2 replicas (2 logical CPU devices, MirroredStrategy), for the BN
 twin too: its batch norm uses the global batch's statistics. Options under replicas, checkpoints
-moved between replica counts. Multi-worker counterparts: tests/train/test_multiworker.py.
+moved between replica counts. Multi-worker counterparts: tests/training/test_multiworker.py.
 
 Every run reads the same tfds mock CIFAR-10 (a global batch holds the same images on 1 and 2
 replicas; the synthetic data would not) and trains the tiny net 5 steps at the paper's rate.
@@ -13,7 +13,7 @@ import tensorflow_datasets as tfds
 
 from helpers import tiny_config, train_losses
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import trainer as train_lib
+from resnet_nobn.training import trainer as train_lib
 
 STEPS = 5
 BN = dict(norm="batch", init="he")
@@ -105,7 +105,7 @@ def test_run_resumed_on_another_replica_count_continues_exactly(bn_runs, tmp_pat
     ("xla", dict(xla=True), dict(rtol=1e-4, atol=1e-5)),
 ])
 def test_speed_option_on_two_mirrored_replicas_equals_one_device(tmp_path, option, kw, tol):
-    """Tolerances of tests/train/test_speed_options.py; with --xla the BN-free net (the BN twin is
+    """Tolerances of tests/training/test_speed_options.py; with --xla the BN-free net (the BN twin is
     refused, below)."""
     one, r1 = run(tmp_path / "one", "one_device", **kw)
     two, r2 = run(tmp_path / "two", "mirrored", **kw)

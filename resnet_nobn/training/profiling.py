@@ -12,7 +12,7 @@ import os
 
 import tensorflow as tf
 
-from resnet_nobn.train.rundir import TRAIN
+from resnet_nobn.training.rundir import TRAIN
 
 
 class Profiler:

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import results, rundir, trainer
+from resnet_nobn.training import results, rundir, trainer
 from tests.helpers import tiny_config
 
 TF_FULL = ("{{function_node __wrapped__SaveV2_dtypes_18_device_/job:localhost/replica:0/task:0/"

@@ -9,9 +9,9 @@ import pytest
 import tensorflow as tf
 
 from resnet_nobn.data import cifar
-from resnet_nobn.train import checkpoints, resume, rundir
-from resnet_nobn.train.steps import bound_gradients, global_gradient
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training import checkpoints, resume, rundir
+from resnet_nobn.training.steps import bound_gradients, global_gradient
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import tiny_config
 
 

@@ -10,7 +10,7 @@ import tensorflow_datasets as tfds
 
 import resnet_nobn
 from resnet_nobn.schedule import StepSchedule
-from resnet_nobn.train.trainer import Trainer
+from resnet_nobn.training.trainer import Trainer
 from tests.helpers import tiny_config
 
 STEPS = 20

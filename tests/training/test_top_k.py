@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from resnet_nobn.train.steps import build_eval_step, top_k_hits
+from resnet_nobn.training.steps import build_eval_step, top_k_hits
 
 
 def test_a_tie_is_the_lower_class_not_every_class_tied():

@@ -167,7 +167,7 @@ def retry_flags(model_dir):
 
 
 def write_divergence(model_dir, record):
-    """Writes diverged.json: `record` (resnet_nobn/train/rollback.py `divergence`), timed, with an
+    """Writes diverged.json: `record` (resnet_nobn/training/rollback.py `divergence`), timed, with an
     id of its own that the rollback past it records (`pending`)."""
     atomic_write_json(os.path.join(model_dir, DIVERGED),
                       dict(record, time=time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -28,7 +28,7 @@ WRAPPER = r"""
 import os, runpy, sys
 import numpy as np
 sys.path.insert(0, os.getcwd())
-from resnet_nobn.train import trainer
+from resnet_nobn.training import trainer
 _run = trainer.Trainer.run
 def run(self):
     out = _run(self)
@@ -217,7 +217,7 @@ import json, os, sys
 import numpy as np
 sys.path[:0] = [os.getcwd(), os.path.join(os.getcwd(), "tests"),
                 os.path.join(os.getcwd(), "tests", "train")]
-from resnet_nobn.train import cluster
+from resnet_nobn.training import cluster
 import test_replicas
 strategy = cluster.make_strategy("multi_worker")
 dump = os.environ["DUMP_DIR"]
@@ -285,8 +285,8 @@ def test_bn_twin_on_two_workers_equals_one_device(worker_runs):
                                       ("bn_bfloat16", dict(atol=3e-2)),
                                       ("xla", dict(rtol=1e-4, atol=1e-5))])
 def test_speed_option_on_two_workers_equals_one_device(worker_runs, name, tol):
-    """Tolerances of tests/train/test_speed_options.py; --xla with the BN-free net (the BN twin is
-    refused with several replicas: tests/train/test_replicas.py)."""
+    """Tolerances of tests/training/test_speed_options.py; --xla with the BN-free net (the BN twin is
+    refused with several replicas: tests/training/test_replicas.py)."""
     import test_replicas
     dump, one = worker_runs
     _worker_weights(dump, name)  # both workers hold the same weights
@@ -342,7 +342,7 @@ class _Workers:
 @pytest.mark.timeout(60)
 def test_a_worker_whose_step_is_the_mean_of_different_steps_stops_too():
     from resnet_nobn.errors import UserError
-    from resnet_nobn.train.cluster import check_same_step
+    from resnet_nobn.training.cluster import check_same_step
     check_same_step(_Workers([6, 6]), 6, "/shared/run")  # the same step everywhere: no error
     for this, others in [(6, [3, 9]), (3, [6, 9]), (5, [5, 4, 6])]:
         with pytest.raises(UserError, match="resumed from different steps"):

@@ -16,7 +16,7 @@ from resnet_nobn.data import image_folder
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import RESUMABLE_FIELDS, differences
 from resnet_nobn.errors import UserError
-from resnet_nobn.train import rundir
+from resnet_nobn.training import rundir
 
 NEW, RESUME, ROLLBACK, EVAL_ONLY, FINISHED = "new", "resume", "rollback", "eval_only", "finished"
 

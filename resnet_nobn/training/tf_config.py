@@ -2,7 +2,7 @@
 UserError line for a TF_CONFIG that is not set or not JSON, has no cluster or task or more than
 one chief, names a task that is not in the cluster (or by an index that is no integer), gives an
 entry that is not an ASCII host:port or one host:port to two tasks, a task whose port is already
-in use, and a timeout that is not a number of seconds. No TensorFlow: resnet_nobn/train/cluster.py
+in use, and a timeout that is not a number of seconds. No TensorFlow: resnet_nobn/training/cluster.py
 runs the cluster.
 """
 import json
