@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import prepare, standardization, tfds_dir
-from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
+from resnet_nobn.data.pipeline import Input, batch_and_prefetch, num_batches, pipeline_part
 from resnet_nobn.data.datasets import DATASETS, DatasetInfo
 from resnet_nobn.errors import UserError
 
@@ -112,7 +112,7 @@ def mixup_partner(images, labels, seed, pos, global_batch, alpha, padding, num_c
     return partner, tf.one_hot(tf.gather(labels, j), num_classes), lam
 
 
-class InMemoryInput:
+class InMemoryInput(Input):
     """A dataset held in memory (CIFAR's recipe), read through tfds; the stream is a function of
     the step. Images are held as the dataset stores them and made the network's (`to_network`)
     as they are read, and standardised last (`standardization`, per-image by default)."""

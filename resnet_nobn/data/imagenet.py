@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.data import prepare
-from resnet_nobn.data.pipeline import batch_and_prefetch, num_batches, pipeline_part
+from resnet_nobn.data.pipeline import Input, batch_and_prefetch, num_batches, pipeline_part
 
 NAME = prepare.IMAGENET
 INFO = DATASETS[NAME]
@@ -89,8 +89,8 @@ def preprocess_eval(encoded, size=INFO.image_size):
     return _normalize(image)
 
 
-class TfdsInput:
-    """ImageNet read through tfds, with the methods of cifar.InMemoryInput."""
+class TfdsInput(Input):
+    """ImageNet read through tfds."""
 
     def __init__(self, builder, seed, info=INFO, eval_split="validation", num_eval=None):
         """`num_eval`: size of `eval_split` (default: from the builder; tests with mock data,

@@ -3,9 +3,10 @@
 The datasets of the CIFAR recipe (CIFAR-10/100, Fashion-MNIST: resnet_nobn/data/datasets.py) are read by
 resnet_nobn/data/cifar.py, an image folder of your own by resnet_nobn/data/folder_input.py (into
 cifar.py's input), ImageNet by resnet_nobn/data/imagenet.py; all split every global batch
-over workers and replicas alike (resnet_nobn/data/pipeline.py). Each input has
+over workers and replicas alike. Each is a `pipeline.Input` (resnet_nobn/data/pipeline.py):
 `train_dataset(ctx, global_batch, start_step)` of (images, labels), `num_eval_batches(global_batch)`
-and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding weighted 0.
+and `eval_dataset(ctx, global_batch)` of (images, labels, weights), the padding weighted 0, and the
+fields read here (`standardization`, `folder`, `mismatch`, `builder`; None where it has none).
 results.json records what a run's input was (`record`); a resumed run's input goes on as recorded
 (`go_on_as_recorded`), and a resume records how an image folder's images changed (`changes_since`).
 """
@@ -16,11 +17,12 @@ from resnet_nobn.data import image_folder
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import cifar, folder_input, imagenet, standardization, tfds_dir
 from resnet_nobn.data.datasets import DATASETS, DatasetInfo
+from resnet_nobn.data.pipeline import Input
 
 INPUTS = {"cifar": cifar.make_input, "imagenet": imagenet.make_input}  # by the dataset's recipe
 
 
-class SyntheticInput:
+class SyntheticInput(Input):
     """`--use_synthetic_data`: one fixed random batch per replica, repeated; no I/O.
 
     For smoke runs and for timing the model alone. A net can memorise the batch, so the loss falls.
@@ -62,7 +64,7 @@ def go_on_as_recorded(inp, results):
     """--standardize=dataset: the input `inp` of a resumed run goes on with the mean and std its
     results.json (`results`, as the run found it) records (resnet_nobn/data/standardization.py).
     Returns the warning to print where the training split now gives other values, else None."""
-    used = getattr(inp, "standardization", None)
+    used = inp.standardization
     if used is None or used.mode != standardization.DATASET:
         return None
     was = standardization.from_results(results)
@@ -78,19 +80,18 @@ def changes_since(inp, results):
     changed since the run's results.json (`results`, as the run found it) recorded them
     (resnet_nobn/data/image_folder.py `changes`): a resume records them with the settings it changes
     (`resume_changes`). {} for another input, and for a results.json without the record."""
-    folder = getattr(inp, "folder", None)
-    if folder is None:
+    if inp.folder is None:
         return {}
-    return image_folder.changes((results or {}).get(image_folder.NAME), folder)
+    return image_folder.changes((results or {}).get(image_folder.NAME), inp.folder)
 
 
 def record(inp, class_names):
     """results.json's record of the input `inp`: another dataset's images under the name
     (`data_mismatch`), an image folder's classes (`class_names`: the run's, or ()), the mean and
     std of --standardize=dataset."""
-    mismatch, std = getattr(inp, "mismatch", None), getattr(inp, "standardization", None)
-    return {**({"data_mismatch": mismatch} if mismatch else {}),
-            **({image_folder.NAME: dict(getattr(inp, "folder", None) or {},
+    std = inp.standardization
+    return {**({"data_mismatch": inp.mismatch} if inp.mismatch else {}),
+            **({image_folder.NAME: dict(inp.folder or {},
                                         class_names=list(class_names))} if class_names else {}),
             **({standardization.RECORD: std.record()}
                if std and std.mode == standardization.DATASET else {})}
@@ -99,5 +100,5 @@ def record(inp, class_names):
 def read_error(error, inp):
     """The one-line UserError for `error` if it was raised reading the damaged files of input
     `inp` while training (ImageNet is read as it trains; CIFAR is checked when loaded), else None."""
-    builder = getattr(inp, "builder", None)
+    builder = inp.builder
     return tfds_dir.read_error(error, builder, builder.name) if builder is not None else None

@@ -1,4 +1,5 @@
-"""What the CIFAR and ImageNet inputs share: how a global batch is split over workers and replicas.
+"""What every input shares: the `Input` class (its datasets and the fields a run records of it),
+and how a global batch is split over workers and replicas.
 
 Every global batch of B stream positions is split into `num_input_pipelines` contiguous parts, one
 per worker, and each worker batches its part per replica; replica r of a worker gets the r-th
@@ -7,6 +8,36 @@ GPUs, or on several machines. The evaluation split is padded to whole global bat
 examples of weight 0.
 """
 import tensorflow as tf
+
+
+class Input:
+    """An input of a run (cifar.InMemoryInput, imagenet.TfdsInput, inputs.SyntheticInput): its
+    datasets, and the fields the run reads of it (resnet_nobn/data/inputs.py), None where the
+    input has none:
+
+    standardization  the last step of its preprocessing (resnet_nobn/data/standardization.py);
+                     None: ImageNet's own normalisation, synthetic data
+    folder           an image folder's record (resnet_nobn/data/image_folder.py `record`)
+    mismatch         whose images these are, when another dataset's (tfds_dir.provenance)
+    builder          the tfds builder it reads while training, whose damaged files it names
+    """
+    standardization = None
+    folder = None
+    mismatch = None
+    builder = None
+
+    def train_dataset(self, ctx: tf.distribute.InputContext, global_batch, start_step):
+        """(images, labels) per-replica batches, the stream going on from `start_step`."""
+        raise NotImplementedError
+
+    def num_eval_batches(self, global_batch):
+        """How many global batches the evaluation split fills (the last one padded)."""
+        raise NotImplementedError
+
+    def eval_dataset(self, ctx: tf.distribute.InputContext, global_batch):
+        """(images, labels, weights) per-replica batches of the evaluation split, padding
+        weighted 0."""
+        raise NotImplementedError
 
 
 def pipeline_part(ds, global_batch, ctx):

@@ -71,7 +71,7 @@ class Trainer:
         said = inputs.go_on_as_recorded(self.input, self.plan.run.results)
         if said:
             log(f"warning: {said}", self.chief)
-        mismatch = getattr(self.input, "mismatch", None)  # another dataset under the name
+        mismatch = self.input.mismatch  # another dataset under the name
         if mismatch:
             log(f"warning: {mismatch}; recorded as data_mismatch in results.json", self.chief)
         self.model, self.optimizer = steps.build(cfg, self.strategy)

@@ -161,13 +161,12 @@ def test_bad_cluster_settings_are_one_line_before_tensorflow_loads(tmp_path, env
 
 def test_the_seconds_the_multiworker_guide_gives_are_the_codes():
     """docs/imagenet_and_multiworker.md: the launcher's grace before SIGKILL on SIGTERM and Ctrl-C
-    (run/launch_local.py's TERM_GRACE) and the heartbeat timeout through which a dead worker 1 was
-    noticed (resnet_nobn/training/tf_config.py's default)."""
-    sys.path.insert(0, os.path.join(ROOT, "run"))
-    import launch_local
+    (resnet_nobn/training/local_cluster.py's TERM_GRACE) and the heartbeat timeout through which a
+    dead worker 1 was noticed (resnet_nobn/training/tf_config.py's default)."""
+    from resnet_nobn.training import local_cluster
     from resnet_nobn.training.tf_config import TIMEOUTS
     text = " ".join(dict(_docs())["imagenet_and_multiworker.md"].split())
-    assert f"so is Ctrl-C (exit 130); the workers get {launch_local.TERM_GRACE:.0f} s to save" in text
+    assert f"so is Ctrl-C (exit 130); the workers get {local_cluster.TERM_GRACE:.0f} s to save" in text
     assert f"heartbeat (timeout {TIMEOUTS['RESNET_NOBN_HEARTBEAT_TIMEOUT']:.0f} s," in text
     assert "SIGKILLed worker 1 by the chief after 20 s and 40 s" in text  # not the 2-10 s once said
 

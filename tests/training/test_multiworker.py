@@ -15,9 +15,9 @@ import time
 import numpy as np
 import pytest
 
+from resnet_nobn.training import local_cluster
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "run"))
-import launch_local  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -49,7 +49,7 @@ def _start(flags, ports, tmp_path, tag, dump=None):
         cmd = (["-c", WRAPPER] if dump else []) + ["run/imagenet_train.py"] + flags
         env_extra = {"DUMP_DIR": str(dump)} if dump else {}
         p = subprocess.Popen([sys.executable] + cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                             env=dict(launch_local.worker_env(ports, i), **env_extra))
+                             env=dict(local_cluster.worker_env(ports, i), **env_extra))
         p.log = tmp_path / f"{tag}_worker{i}.log"
         procs.append(p)
     return procs
@@ -88,7 +88,7 @@ def test_two_workers_finish_with_identical_weights(tmp_path, cleanup):
     model_dir, dump = tmp_path / "run", tmp_path / "dump"
     dump.mkdir()
     flags = TINY + ["--train_steps=12", "--checkpoint_every=5", f"--model_dir={model_dir}"]
-    procs = _start(flags, launch_local.free_ports(2), tmp_path, "ok", dump)
+    procs = _start(flags, local_cluster.free_ports(2), tmp_path, "ok", dump)
     cleanup.append(procs)
     assert _wait(procs, 150) == [0, 0], _logs(procs)
     w0, w1 = np.load(dump / "task0.npz"), np.load(dump / "task1.npz")
@@ -111,7 +111,7 @@ def test_sigkill_one_worker_then_restart_finishes(tmp_path, cleanup):
     model_dir = tmp_path / "run"
     ckpt = model_dir / "ckpt"
     flags = TINY + ["--train_steps=40", "--checkpoint_every=5", f"--model_dir={model_dir}"]
-    procs = _start(flags, launch_local.free_ports(2), tmp_path, "first")
+    procs = _start(flags, local_cluster.free_ports(2), tmp_path, "first")
     cleanup.append(procs)
 
     def saved_steps():
@@ -132,7 +132,7 @@ def test_sigkill_one_worker_then_restart_finishes(tmp_path, cleanup):
     killed_at = max(saved_steps())
     assert 10 <= killed_at < 40
 
-    procs = _start(flags, launch_local.free_ports(2), tmp_path, "restart")
+    procs = _start(flags, local_cluster.free_ports(2), tmp_path, "restart")
     cleanup.append(procs)
     assert _wait(procs, 150) == [0, 0], _logs(procs)
     assert f"resumed from {ckpt}/ckpt-{killed_at} at step {killed_at}" in procs[0].log.read_text()
@@ -179,7 +179,7 @@ def test_port_in_use_is_reported(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        other = launch_local.free_ports(1)[0]
+        other = local_cluster.free_ports(1)[0]
         tf_config = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}", f"127.0.0.1:{other}"]},
                                 "task": {"type": "worker", "index": 0}})
         code, err, _ = _run_one(tf_config, tmp_path)
@@ -187,8 +187,8 @@ def test_port_in_use_is_reported(tmp_path):
 
 
 def test_unreachable_peer_fails_in_bounded_time(tmp_path):
-    ports = launch_local.free_ports(2)  # the peer on ports[1] is never started
-    code, err, elapsed = _run_one(launch_local.tf_config(ports, 0), tmp_path,
+    ports = local_cluster.free_ports(2)  # the peer on ports[1] is never started
+    code, err, elapsed = _run_one(local_cluster.tf_config(ports, 0), tmp_path,
                                   env={"RESNET_NOBN_CONNECT_TIMEOUT": "5"})
     assert code != 0 and "could not reach all peers" in err, err
     assert elapsed < 60
@@ -199,8 +199,8 @@ def test_unreachable_peer_fails_in_bounded_time(tmp_path):
                                         ("RESNET_NOBN_HEARTBEAT_TIMEOUT", "-5"),
                                         ("RESNET_NOBN_CONNECT_TIMEOUT", "inf")])
 def test_bad_timeout_variable_is_one_line_error(name, value, tmp_path):
-    ports = launch_local.free_ports(2)
-    code, err, _ = _run_one(launch_local.tf_config(ports, 0), tmp_path, env={name: value})
+    ports = local_cluster.free_ports(2)
+    code, err, _ = _run_one(local_cluster.tf_config(ports, 0), tmp_path, env={name: value})
     assert code == 2 and name in err and "positive number of seconds" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "bad").exists()
@@ -240,13 +240,13 @@ def worker_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("workers")
     dump = tmp / "dump"
     dump.mkdir()
-    ports = launch_local.free_ports(2)
+    ports = local_cluster.free_ports(2)
     procs = []
     for i in range(2):
         log = tmp / f"worker{i}.log"
         p = subprocess.Popen([sys.executable, "-c", SEQUENCE, json.dumps(WORKER_RUNS)], cwd=ROOT,
                              stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                             env=dict(launch_local.worker_env(ports, i), DUMP_DIR=str(dump)))
+                             env=dict(local_cluster.worker_env(ports, i), DUMP_DIR=str(dump)))
         p.log = log
         procs.append(p)
     try:
@@ -307,7 +307,7 @@ def test_eval_only_on_one_device_of_a_checkpoint_written_by_two_workers(worker_r
 
 def test_xla_bn_twin_on_two_workers_is_refused_at_start_up(tmp_path, cleanup):
     flags = TINY + ["--norm=batch", "--xla", "--train_steps=2", f"--model_dir={tmp_path / 'run'}"]
-    procs = _start(flags, launch_local.free_ports(2), tmp_path, "xla")
+    procs = _start(flags, local_cluster.free_ports(2), tmp_path, "xla")
     cleanup.append(procs)
     assert _wait(procs, 150) == [2, 2], _logs(procs)
     for p in procs:

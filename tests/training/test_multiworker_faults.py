@@ -12,10 +12,8 @@ import pytest
 
 from resnet_nobn.errors import UserError
 from resnet_nobn.training.tf_config import parse_tf_config
+from resnet_nobn.training import local_cluster
 from tests.helpers import ROOT
-
-sys.path.insert(0, os.path.join(ROOT, "run"))
-import launch_local  # noqa: E402
 
 TINY = ["--use_synthetic_data", "--widths=8,8,16,16", "--stem_width=8", "--blocks_per_stage=1",
         "--batch_size=8", "--learning_rate=0.01", "--log_every=5", "--eval_every=1000",
@@ -53,10 +51,10 @@ def _two_workers(argvs, timeout, drop=(), **env):
     """Runs two workers of one cluster on this machine, worker i with `argvs[i]` (after the
     interpreter), `env` added to its environment and TF_CONFIG and the variables `drop` left
     out; returns [(Popen, stdout, stderr)] once both ended (killed past `timeout`)."""
-    ports = launch_local.free_ports(2)
+    ports = local_cluster.free_ports(2)
     procs = []
     for i, argv in enumerate(argvs):
-        environ = {k: v for k, v in launch_local.worker_env(ports, i).items() if k not in drop}
+        environ = {k: v for k, v in local_cluster.worker_env(ports, i).items() if k not in drop}
         procs.append(subprocess.Popen(
             [sys.executable, *argv], cwd=ROOT, env=dict(environ, **env),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -89,10 +87,10 @@ def test_a_worker_whose_chief_is_killed_says_one_line_and_no_tensorflow_log(tmp_
     off the survivor's stderr unless the user sets TF_CPP_MIN_LOG_LEVEL: its one `error:` line is
     all it says."""
     model_dir = tmp_path / "run"
-    ports = launch_local.free_ports(2)
+    ports = local_cluster.free_ports(2)
     procs = []
     for i in range(2):
-        env = dict(launch_local.worker_env(ports, i), RESNET_NOBN_CONNECT_TIMEOUT="120")
+        env = dict(local_cluster.worker_env(ports, i), RESNET_NOBN_CONNECT_TIMEOUT="120")
         env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user has it
         procs.append(subprocess.Popen(
             [sys.executable, "run/imagenet_train.py", *TINY[:-1], "--train_steps=400",
