@@ -173,7 +173,8 @@ def time_rows(rows, steps, windows):
             train(steps)
             wall[name] = min(wall[name], time.perf_counter() - start)
             cpu[name] = min(cpu[name], time.process_time() - start_cpu)
-    return {name: (steps * BATCH / wall[name], steps * BATCH / cpu[name]) for name in rows}
+    return {name: (steps * BATCH / max(wall[name], 1e-9), steps * BATCH / max(cpu[name], 1e-9))
+            for name in rows}
 
 
 def main():
