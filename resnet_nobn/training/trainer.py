@@ -283,8 +283,16 @@ class Trainer:
     # -- the loop's steps ----------------------------------------------------------------------
 
     def train_iterator(self):
-        """The distributed training stream from the current step on (resnet_nobn/data/inputs.py)."""
+        """The distributed training stream from the current step on (resnet_nobn/data/inputs.py).
+
+        On one CPU replica, the dataset's own iterator (the same batches, as the distributed
+        one's input context is the default one there): tf.distribute's prefetches them to the
+        device through a multi-device iterator, whose copy on the host cost a tiny network's step
+        about a quarter of its time (bench/step_overhead.py)."""
         start_step = self.step
+        if self.strategy.num_replicas_in_sync == 1 and self.device_kind == "CPU":
+            return iter(self.input.train_dataset(tf.distribute.InputContext(),
+                                                 self.cfg.batch_size, start_step))
         return iter(self.strategy.distribute_datasets_from_function(
             lambda ctx: self.input.train_dataset(ctx, self.cfg.batch_size, start_step)))
 
