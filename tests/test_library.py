@@ -186,6 +186,43 @@ def test_standardize_is_the_input_pipelines_and_takes_a_datasets_mean_and_std():
                                (images - np.array(mean)) / np.array(std), rtol=1e-5)
     with pytest.raises(ValueError, match="both mean and std"):
         resnet_nobn.Standardize(mean=mean)
+    m, s = np.array(mean), np.array(std, "float32")  # numpy moments, as a user computes them
+    np.testing.assert_allclose(np.asarray(resnet_nobn.Standardize(m, s)(images)),
+                               (images - m) / s, rtol=1e-5)
+    layer = resnet_nobn.Standardize(np.float64(127.5), np.float32(64))  # one number for all
+    assert layer.get_config()["mean"] == 127.5 and layer.get_config()["std"] == 64.0
+    assert resnet_nobn.Standardize(m, s).get_config()["mean"] == mean  # Python floats: JSON
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("mean, std, message", [
+    ([0, 0, 0], [NAN] * 3, r"^Standardize: std must be finite"),
+    ([0, 0, 0], [INF] * 3, r"^Standardize: std must be finite"),
+    ([NAN] * 3, [1, 1, 1], r"^Standardize: mean must be finite"),
+    (np.array([1.0, INF, 1.0]), 2.0, r"^Standardize: mean must be finite"),
+    ([0, 0, 0], [0, 1, 1], r"^Standardize: std must be positive"),
+    (0.0, -1.0, r"^Standardize: std must be positive"),
+    ([0, 0, 0], [1, 1], r"^Standardize: mean has 3 numbers and std 2"),
+    ("abc", 1.0, r"^Standardize: mean must be a number or one number per channel"),
+    ([0, 0, 0], [True, 1, 1], r"^Standardize: std must be a number or one number per channel"),
+    ([[0, 0, 0]], [[1, 1, 1]], r"^Standardize: mean must be a number or one number per channel"),
+    ([], [], r"^Standardize: mean must be a number or one number per channel"),
+])
+def test_standardize_refuses_moments_it_cannot_use_by_name(mean, std, message):
+    with pytest.raises(ValueError, match=message):
+        resnet_nobn.Standardize(mean, std)
+
+
+def test_standardize_refuses_moments_of_another_number_of_channels_when_built():
+    import keras
+    for mean, std in (([0, 0], [1, 1]), (np.zeros(4), np.ones(4))):
+        with pytest.raises(ValueError, match=r"^Standardize: mean and std have \d numbers \(one "
+                           r"per channel\), and the images have 3 channels"):
+            keras.Sequential([keras.Input((8, 8, 3)), resnet_nobn.Standardize(mean, std)])
+        with pytest.raises(ValueError, match="the images have 3 channels"):
+            resnet_nobn.Standardize(mean, std)(np.zeros((1, 8, 8, 3), "uint8"))
 
 
 LOAD = r"""
