@@ -110,6 +110,13 @@ def test_a_model_config_value_the_network_cannot_take_is_refused_naming_the_fiel
     (dict(lr_boundaries=(10.5,)), r"TrainConfig\.lr_boundaries must be positive, strictly"),
     (dict(profile_steps=(1.5, 3)), r"TrainConfig\.profile_steps must be START,END"),
     (dict(xla=1), r"TrainConfig\.xla=1 must be True or False"),
+    (dict(model_dir=None), r"TrainConfig\.model_dir=None must be a path \(a string\), e.g. "
+                           r"/tmp/resnet_nobn$"),
+    (dict(model_dir=3), r"TrainConfig\.model_dir=3 must be a path \(a string\)"),
+    (dict(data_dir=b"/data"), r"TrainConfig\.data_dir=b'/data' must be a path \(a string\)"),
+    (dict(dataset=3), r"TrainConfig\.dataset=3: choose one of cifar10"),
+    (dict(batch_size=np.float64(8)), r"TrainConfig\.batch_size=8\.0 must be an integer"),
+    (dict(seed=np.array([1, 2])), r"TrainConfig\.seed=\[1, 2\] must be an integer"),
 ])
 def test_a_train_config_value_of_the_wrong_kind_is_refused_naming_the_field(kw, message):
     with pytest.raises(resnet_nobn.ConfigError, match="^" + message):
@@ -125,6 +132,48 @@ def test_what_the_network_does_take_builds():
         n = cfg.image_size
         out = resnet_nobn.build_model(cfg)(np.ones((2, n, n, 3), "float32"), training=True)
         assert out.shape == (2, cfg.num_classes) and np.isfinite(np.asarray(out)).all(), kw
+
+
+def test_numpy_numbers_and_paths_are_taken_as_the_python_values_they_are(tmp_path):
+    """Values from a numpy sweep grid, and a pathlib path: the config holds Python's, so its
+    JSON is written and build_model takes the seed."""
+    import json
+    model = resnet_nobn.ModelConfig(widths=np.array([8, 16, 32]), blocks_per_stage=np.int64(1),
+                                    stem_width=np.int32(8), relu_leakiness=np.float32(0.25),
+                                    logit_gain=np.bool_(True), head_seed=np.uint32(7),
+                                    strides=(np.int8(1), 2, 2))
+    cfg = resnet_nobn.TrainConfig(model=model, batch_size=np.int64(8), seed=np.uint32(3),
+                                  learning_rate=np.float32(0.5), lr_boundaries=np.array([10, 20]),
+                                  use_synthetic_data=np.bool_(True), model_dir=tmp_path / "run")
+    for obj, name in ((model, "widths"), (model, "blocks_per_stage"), (model, "stem_width"),
+                      (model, "relu_leakiness"), (model, "logit_gain"), (model, "head_seed"),
+                      (model, "strides"), (cfg, "batch_size"), (cfg, "seed"),
+                      (cfg, "learning_rate"), (cfg, "lr_boundaries"), (cfg, "model_dir")):
+        value = getattr(obj, name)
+        for v in value if isinstance(value, tuple) else (value,):
+            assert type(v) in (int, float, bool, str), (name, type(v))
+    assert (model.widths, model.blocks_per_stage, cfg.lr_boundaries) == ((8, 16, 32), (1, 1, 1),
+                                                                         (10, 20))
+    assert cfg.model_dir == str(tmp_path / "run") and cfg.learning_rate == 0.5
+    assert json.loads(json.dumps(cfg.to_json()))["model"]["relu_leakiness"] == 0.25
+    weights = [resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=s,
+                                       weight_decay=np.float32(0)).get_weights()
+               for s in (np.int64(3), 3)]
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_train_refuses_a_keras_backend_other_than_tensorflow_in_one_line(tmp_path, monkeypatch):
+    import keras
+
+    from resnet_nobn.errors import UserError
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    cfg = resnet_nobn.TrainConfig(model=resnet_nobn.ModelConfig(**TINY), use_synthetic_data=True,
+                                  model_dir=str(tmp_path / "run"))
+    with pytest.raises(UserError, match=r"^train runs on TensorFlow, and Keras' backend is jax: "
+                                        r"set KERAS_BACKEND=tensorflow"):
+        _train(cfg)
+    assert not (tmp_path / "run").exists()
 
 
 def _train(cfg):

@@ -13,6 +13,7 @@ import math
 import os
 import time
 
+import keras
 import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
@@ -417,6 +418,10 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"train takes a TrainConfig, not a {type(cfg).__name__}; e.g. "
                         "resnet_nobn.TrainConfig(model=config, model_dir=...)")
+    if keras.backend.backend() != "tensorflow":  # tf.distribute, TensorFlow's checkpoints
+        raise UserError(f"train runs on TensorFlow, and Keras' backend is "
+                        f"{keras.backend.backend()}: set KERAS_BACKEND=tensorflow before Keras "
+                        "loads (the network alone runs on any backend: docs/backends.md)")
     if not cfg.model_dir.strip():
         raise UserError("--model_dir is empty; give the directory of the run")
     if any(c in cfg.model_dir for c in "[]*?"):  # TensorFlow globs the checkpoint path on restore
