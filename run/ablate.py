@@ -92,6 +92,9 @@ flags.DEFINE_bool("print_commands", False, "Print one command per run the study 
 flags.DEFINE_float("progress_every", progress.PERIOD_S, "While the study trains, print each "
                    "running run's step, last loss and time left, and the study's time left, every "
                    "this many seconds (0: never).", lower_bound=0)
+flags.register_validator("progress_every", lambda v: 0 <= v <= progress.PERIOD_MAX_S,
+                         f"must be a number of seconds in [0, {progress.PERIOD_MAX_S:.0f}] "
+                         "(0: never)")  # nan and inf pass the lower bound
 flags.DEFINE_bool("progress", False, "Print those lines once, for every run begun and not "
                   "finished (e.g. those a cluster runs after --print_commands), from the runs' "
                   "train.log and results.json, and exit; nothing runs, nothing is written.")
@@ -177,6 +180,11 @@ def run():
     if FLAGS.progress and FLAGS.print_commands:
         raise UserError("--progress and --print_commands: give one (--progress reads the runs "
                         "that --print_commands' jobs train)")
+    if FLAGS.progress and not (os.path.exists(os.path.join(FLAGS.root, launcher.STUDY))
+                               or any(os.path.isdir(cfg.model_dir) for cfg in configs)):
+        raise UserError(f"--root={FLAGS.root}: no study there (no {launcher.STUDY}, none of its "
+                        f"{len(configs)} runs begun); give the --root and flags the study was "
+                        "started with")
     if FLAGS.progress:  # a reading of the runs' files; the study's root is not checked nor claimed
         for line in progress.lines(configs, FLAGS.root, every=True, **_relaunches()):
             print(line)
