@@ -33,6 +33,9 @@ def test_import_loads_no_tensorflow_and_the_names_load_their_modules(tmp_path):
     names = eval(p.stdout.strip().splitlines()[-1])
     assert {"ModelConfig", "TrainConfig", "build_model", "recipes", "train", "custom_objects",
             "Standardize"} <= set(names)
+    # only the public names: no submodule a config happened to load (`options`, `data`), which a
+    # fresh process has no attribute for
+    assert names == resnet_nobn.__all__, names
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         resnet_nobn.nothing  # noqa: B018
 
