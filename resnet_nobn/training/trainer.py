@@ -33,10 +33,11 @@ def check_memory(cfg: TrainConfig, replicas):
     weights, activations = model_lib.memory_lower_bound(cfg.model, cfg.batch_size // replicas)
     total = psutil.virtual_memory().total
     if weights + activations > total:
-        flag = (f"--widths (now {','.join(map(str, cfg.model.widths))})" if weights > activations
-                else f"--batch_size (now {cfg.batch_size})")
+        one = weights + model_lib.memory_lower_bound(cfg.model, 1)[1]  # the batch's least
+        names = (("widths", "blocks_per_stage") if weights > activations else
+                 ("batch_size",) * (one <= total) + ("blocks_per_stage", "widths"))
         raise UserError(f"the run needs at least {(weights + activations) / 2**30:.1f} GiB and this "
-                        f"machine has {total / 2**30:.1f} GiB; lower {flag}")
+                        f"machine has {total / 2**30:.1f} GiB; {failures.lower(cfg, names)}")
 
 
 class Trainer:
