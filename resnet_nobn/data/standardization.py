@@ -15,6 +15,8 @@ an export's model card; a resumed run and an export use the recorded values (`re
 import dataclasses
 import math
 
+from resnet_nobn.errors import UserError
+
 RECORD = "standardization"  # results.json's key: {"mode", "mean", "std"}
 PER_IMAGE, DATASET = "per_image", "dataset"
 
@@ -76,7 +78,6 @@ def of_batches(batches):
                 for s, s2 in zip(total, squares))
     flat = [i for i, v in enumerate(std) if v < MIN_STD]
     if flat:
-        from resnet_nobn.errors import UserError
         said = ", ".join(f"{std[i]:.3g}" for i in flat)
         raise UserError(f"--standardize=dataset: the training split's channel"
                         f"{'s' * (len(flat) > 1)} {', '.join(str(i) for i in flat)} "
