@@ -121,7 +121,8 @@ def symmetric_beta(shape, seed, alpha):
     seeds = tf.random.experimental.stateless_split(seed, 2)
     two = [2] + list(shape)
     g = tf.random.stateless_gamma(two, seeds[0], alpha + 1.0, dtype=tf.float64)  # >= 1: no clamp
-    log_u = tf.math.log1p(-tf.random.stateless_uniform(two, seeds[1], dtype=tf.float64))  # U in (0, 1]
+    u = tf.random.stateless_uniform(two, seeds[1], dtype=tf.float64)  # in [0, 1)
+    log_u = tf.math.log1p(-u)  # of 1 - u, in (0, 1]: finite
     log_gamma = tf.math.log(g)
     d = (log_gamma[0] - log_gamma[1]) + (log_u[0] - log_u[1]) / alpha  # +-inf for a tiny alpha
     return tf.cast(tf.sigmoid(d), tf.float32)
