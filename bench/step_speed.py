@@ -45,6 +45,20 @@ def peak_of(device_name):
     return None
 
 
+def parse_widths(text):
+    """--widths as a tuple of the channels of Table 1's three stages: positive and non-decreasing
+    (the shortcut zero-pads channels; the stem is made no wider than the first); SystemExit with
+    one `error:` line naming the flag otherwise, before anything loads."""
+    try:
+        widths = tuple(int(w) for w in text.split(","))
+    except ValueError:
+        widths = ()
+    if len(widths) != 3 or min(widths) < 1 or list(widths) != sorted(widths):
+        raise SystemExit(f"error: --widths={text}: give the channels of the 3 stages, positive "
+                         "and non-decreasing, e.g. 64,128,256")
+    return widths
+
+
 def measure(cfg, steps):
     """(seconds of one training step of `cfg` on one device, the device's name)."""
     import tensorflow as tf
@@ -118,10 +132,13 @@ def main():
     if args.backend == "jax" and args.mixed_precision == "float16":
         raise SystemExit("error: --mixed_precision=float16 needs the TensorFlow trainer's loss "
                          "scaling; under --backend=jax give bfloat16 or float32")
+    widths = parse_widths(args.widths) if args.widths is not None else None
     if "keras" in sys.modules and os.environ.get("KERAS_BACKEND", "tensorflow") != args.backend:
         raise SystemExit(f"error: Keras is already loaded with another backend than "
                          f"--backend={args.backend}")
     os.environ["KERAS_BACKEND"] = args.backend  # before Keras loads (recipes, the network)
+    if args.backend == "jax":  # Keras seeds TensorFlow too wherever it can import it
+        sys.modules.setdefault("tensorflow", None)  # (keras.utils.set_random_seed): not here
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import dataclasses
     from bench.flops import conv_forward_flops
@@ -129,9 +146,9 @@ def main():
 
     cfg = recipes.cifar()
     model = cfg.model
-    if args.widths:
-        model = dataclasses.replace(model, widths=tuple(int(w) for w in args.widths.split(",")),
-                                    stem_width=min(model.stem_width, int(args.widths.split(",")[0])))
+    if widths is not None:
+        model = dataclasses.replace(model, widths=widths, stem_width=min(model.stem_width,
+                                                                          widths[0]))
     if args.blocks is not None:
         model = dataclasses.replace(model, blocks_per_stage=(args.blocks,) * len(model.widths))
     cfg = dataclasses.replace(cfg, model=model, batch_size=args.batch_size,

@@ -48,4 +48,6 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_PUBLIC))
+    """The public names and the module's own: not the submodules that happen to be loaded (a
+    name `dir` lists must be one every process has, whatever it imported before)."""
+    return sorted({n for n in globals() if n.startswith("__")} | set(_PUBLIC))

@@ -264,6 +264,16 @@ class TrainConfig:
                                               of_recipe("cifar")):  # no split to compute it over
             raise ValueError("--standardize=dataset needs a training split (CIFAR's recipe), and "
                              "--use_synthetic_data has none: use --standardize=per_image")
+        if (self.crop_padding >= self.model.image_size and not self.use_synthetic_data
+                and self.dataset in of_recipe("cifar")):  # the padded image grows as its square
+            raise ValueError(f"--crop_padding={self.crop_padding} must be below the image size "
+                             f"({self.model.image_size}): with more, a random crop can hold no "
+                             "pixel of the image; e.g. --crop_padding=2 (the fork's) or 4")
+        if self.profile_steps and self.profile_steps[0] >= self.train_steps:
+            raise ValueError(f"--profile_steps={','.join(map(str, self.profile_steps))} starts "
+                             f"at or after the run's last step (--train_steps="
+                             f"{self.train_steps}): nothing would be traced; give a START "
+                             "below it")
         if self.mixup > 0 and self.use_synthetic_data:
             raise ValueError("--mixup mixes the training split's images, and --use_synthetic_data "
                              "has none: use --mixup=0")

@@ -14,6 +14,7 @@ Imports no TensorFlow.
 import dataclasses
 import math
 import numbers
+import os
 import re
 import typing
 
@@ -60,6 +61,13 @@ def is_integer(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
+def plain(v):
+    """`v` as Python holds it: a numpy number (or array) as its Python number (or list), e.g. a
+    value from a numpy grid, so that a config is JSON and Keras takes its seeds; anything else as
+    it is. Loads no numpy."""
+    return v.tolist() if type(v).__module__ == "numpy" and hasattr(v, "tolist") else v
+
+
 def bounded(default, lower=None, upper=None, check=None):
     """A field that is not a command-line option (the dataset or the network fixes it), checked
     as an option is: its kind, `lower`/`upper` bounds, and `check` = (predicate, message)."""
@@ -78,17 +86,20 @@ def checked(cls):
 
 
 def coerce(obj, stages=None):
-    """Sets each tuple option of the frozen `obj` given as a list (or another sequence) to a
-    tuple, and one given as one int to what that number means on the command line: one entry per
-    stage (`one_for_all`, `stages` of them), else a one-entry tuple (`lr_boundaries=30000`)."""
-    for f in options(obj):
-        v = getattr(obj, f.name)
-        if not isinstance(f.default, tuple) or isinstance(v, (str, bytes, tuple)):
-            continue
-        if isinstance(v, int) and not isinstance(v, bool):
-            v = (v,) * (stages(obj) if f.metadata.get("one_for_all") else 1)
-        elif isinstance(v, (list, range)):
-            v = tuple(v)
+    """Sets each checked field of the frozen `obj` given as Python may give it to what the field
+    holds: a numpy number as its Python number (`plain`), an os.PathLike where a string goes as
+    its path; a tuple option given as a list (or another sequence, a numpy array) as a tuple, and
+    as one int as what that number means on the command line: one entry per stage
+    (`one_for_all`, `stages` of them), else a one-entry tuple (`lr_boundaries=30000`)."""
+    for f in checked(obj):
+        v = plain(getattr(obj, f.name))
+        if isinstance(v, os.PathLike) and str in (typing.get_args(f.type) or (f.type,)):
+            v = os.fspath(v)
+        if isinstance(f.default, tuple) and not isinstance(v, (str, bytes)):
+            if isinstance(v, int) and not isinstance(v, bool):
+                v = (v,) * (stages(obj) if f.metadata.get("one_for_all") else 1)
+            elif isinstance(v, (list, range, tuple)):
+                v = tuple(plain(x) for x in v)
         object.__setattr__(obj, f.name, v)
 
 
@@ -114,6 +125,9 @@ def check_value(f, v):
         raise ValueError(f"--{f.name}={v!r} must be an integer, e.g. {example}")
     if float in kinds and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
         raise ValueError(f"--{f.name}={v!r} must be a number, e.g. {example:g}")
+    if str in kinds and not isinstance(v, str) and not m["choices"]:
+        raise ValueError(f"--{f.name}={v!r} must be a path (a string), e.g. "
+                         f"{f.default or '/tmp/' + f.name}")
     if isinstance(f.default, tuple) and not isinstance(v, tuple):
         raise ValueError(f"--{f.name}={v!r} is not a list of integers; give a tuple, e.g. "
                          f"{f.default!r}")

@@ -3,9 +3,12 @@ on sys.path, TensorFlow's C++ log silenced up to its ERROR lines (TF_CPP_MIN_LOG
 the user sets it: the project says each failure in its own `error:` line, and a worker that dies
 or hangs would otherwise have its peers print TensorFlow's abort lines before it), Ctrl-C while
 the modules load said in one line with exit status 130 (cli.main_wrapper takes over once the
-flags are parsed), and an address-space limit (`ulimit -v`) too small for TensorFlow said in one
+flags are parsed), an address-space limit (`ulimit -v`) too small for TensorFlow said in one
 line (exit status 2) instead of TensorFlow's abort ("Fatal Python error" and a C stack dump) or
-ImportError."""
+ImportError, and Keras' backend pinned to TensorFlow (`KERAS_BACKEND=tensorflow`, which also
+overrides ~/.keras/keras.json): the trainer, its checkpoints and the export are TensorFlow's, so
+a shell's KERAS_BACKEND=jax or torch (the library takes them: docs/backends.md) is said in one
+`warning:` line and not used, where it ended in a traceback."""
 import os
 import resource
 import signal
@@ -20,6 +23,12 @@ MIN_ADDRESS_SPACE_KIB = 3_000_000
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+_backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+if _backend.strip().lower() != "tensorflow":
+    print(f"warning: KERAS_BACKEND={_backend} ignored: {os.path.basename(sys.argv[0])} runs on "
+          "TensorFlow (the library's network runs on other backends: docs/backends.md)",
+          file=sys.stderr, flush=True)
+os.environ["KERAS_BACKEND"] = "tensorflow"  # before Keras loads
 signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
 
 _limit = resource.getrlimit(resource.RLIMIT_AS)[0]

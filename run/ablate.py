@@ -82,6 +82,9 @@ flags.DEFINE_bool("print_commands", False, "Print one command per run the study 
 flags.DEFINE_float("progress_every", progress.PERIOD_S, "While the study trains, print each "
                    "running run's step, last loss and time left, and the study's time left, every "
                    "this many seconds (0: never).", lower_bound=0)
+flags.register_validator("progress_every", lambda v: 0 <= v <= progress.PERIOD_MAX_S,
+                         f"must be a number of seconds in [0, {progress.PERIOD_MAX_S:.0f}] "
+                         "(0: never)")  # nan and inf pass the lower bound
 flags.DEFINE_bool("progress", False, "Print those lines once, for every run begun and not "
                   "finished (e.g. those a cluster runs after --print_commands), from the runs' "
                   "train.log and results.json, and exit; nothing runs, nothing is written.")

@@ -21,6 +21,8 @@ RUN = ("import sys\nclass B:\n def find_spec(self, name, *a):\n"
     ("step_speed.py", ["--peak_tflops=-5"], "--peak_tflops=-5"),
     ("step_speed.py", ["--peak_tflops=0"], "--peak_tflops=0"),
     ("step_speed.py", ["--peak_tflops=nan"], "--peak_tflops=nan"),
+    *(("step_speed.py", [f"--widths={w}"], f"--widths={w}: give the channels of the 3 stages")
+      for w in ("abc", "8,,16", "16,8", "0,8,16", "8,16", "8,16,32,64", "")),
     ("speed_options_bench.py", ["--quick", "--steps=0"], "--steps=0"),
     ("speed_options_bench.py", ["--blocks=0"], "--blocks=0"),
     ("speed_options_bench.py", ["--batch_size=-2"], "--batch_size=-2"),
@@ -31,3 +33,19 @@ def test_a_size_or_peak_that_is_none_is_refused_before_any_work(script, flags, s
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and proc.stdout == "", proc.stdout[-2000:]
     assert proc.stderr.startswith(f"error: {said}") and proc.stderr.count("\n") <= 1, proc.stderr
+
+
+# TensorFlow's import ends the script (no ImportError, which Keras would take as "not installed")
+NO_TF = ("import sys\nclass B:\n def find_spec(self, name, *a):\n"
+         "  if name.split('.')[0] == 'tensorflow': raise SystemExit('tensorflow imported')\n"
+         "sys.meta_path.insert(0, B())\nimport runpy\nsys.argv = sys.argv[1:]\n"
+         "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+def test_step_speed_under_jax_loads_no_tensorflow():
+    proc = subprocess.run([sys.executable, "-c", NO_TF, os.path.join(ROOT, "bench", "step_speed.py"),
+                           "--backend=jax", "--steps=1", "--widths=8,8,8", "--blocks=1",
+                           "--batch_size=2"], capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+    assert "JAX backend" in proc.stdout and "images/s" in proc.stdout, proc.stdout

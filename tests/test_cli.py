@@ -60,9 +60,12 @@ def test_imagenet_flags_default_to_the_imagenet_recipe():
 def tiny_run(tmp_path_factory):
     """One finished 4-step TINY run, trained once for the tests that start from such a run:
     (its directory, its CompletedProcess). A test copies the directory (`_copy_of`) before
-    changing anything in it."""
+    changing anything in it. It runs in a shell whose KERAS_BACKEND names another backend (torch,
+    not installed here): every entry point pins TensorFlow's and says so in one line."""
     run = tmp_path_factory.mktemp("tiny_run") / "run"
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={run}")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KERAS_BACKEND", "torch")
+        proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     return run, proc
 
@@ -76,6 +79,9 @@ def _copy_of(tiny_run, where):
 def test_tiny_run_trains_resumes_and_writes_results(tiny_run, tmp_path):
     proc = tiny_run[1]
     assert "step 4/4" in proc.stdout and "img/s" in proc.stdout and "eta" in proc.stdout
+    assert proc.stderr == ("warning: KERAS_BACKEND=torch ignored: cifar_train.py runs on "
+                           "TensorFlow (the library's network runs on other backends: "
+                           "docs/backends.md)\n"), proc.stderr
     run = _copy_of(tiny_run, tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
     assert results["global_step"] == 4 and results["config"]["model"]["widths"] == [8, 16, 32]

@@ -33,6 +33,9 @@ def test_import_loads_no_tensorflow_and_the_names_load_their_modules(tmp_path):
     names = eval(p.stdout.strip().splitlines()[-1])
     assert {"ModelConfig", "TrainConfig", "build_model", "recipes", "train", "custom_objects",
             "Standardize"} <= set(names)
+    # only the public names: no submodule a config happened to load (`options`, `data`), which a
+    # fresh process has no attribute for
+    assert names == resnet_nobn.__all__, names
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         resnet_nobn.nothing  # noqa: B018
 
@@ -110,6 +113,13 @@ def test_a_model_config_value_the_network_cannot_take_is_refused_naming_the_fiel
     (dict(lr_boundaries=(10.5,)), r"TrainConfig\.lr_boundaries must be positive, strictly"),
     (dict(profile_steps=(1.5, 3)), r"TrainConfig\.profile_steps must be START,END"),
     (dict(xla=1), r"TrainConfig\.xla=1 must be True or False"),
+    (dict(model_dir=None), r"TrainConfig\.model_dir=None must be a path \(a string\), e.g. "
+                           r"/tmp/resnet_nobn$"),
+    (dict(model_dir=3), r"TrainConfig\.model_dir=3 must be a path \(a string\)"),
+    (dict(data_dir=b"/data"), r"TrainConfig\.data_dir=b'/data' must be a path \(a string\)"),
+    (dict(dataset=3), r"TrainConfig\.dataset=3: choose one of cifar10"),
+    (dict(batch_size=np.float64(8)), r"TrainConfig\.batch_size=8\.0 must be an integer"),
+    (dict(seed=np.array([1, 2])), r"TrainConfig\.seed=\[1, 2\] must be an integer"),
 ])
 def test_a_train_config_value_of_the_wrong_kind_is_refused_naming_the_field(kw, message):
     with pytest.raises(resnet_nobn.ConfigError, match="^" + message):
@@ -125,6 +135,48 @@ def test_what_the_network_does_take_builds():
         n = cfg.image_size
         out = resnet_nobn.build_model(cfg)(np.ones((2, n, n, 3), "float32"), training=True)
         assert out.shape == (2, cfg.num_classes) and np.isfinite(np.asarray(out)).all(), kw
+
+
+def test_numpy_numbers_and_paths_are_taken_as_the_python_values_they_are(tmp_path):
+    """Values from a numpy sweep grid, and a pathlib path: the config holds Python's, so its
+    JSON is written and build_model takes the seed."""
+    import json
+    model = resnet_nobn.ModelConfig(widths=np.array([8, 16, 32]), blocks_per_stage=np.int64(1),
+                                    stem_width=np.int32(8), relu_leakiness=np.float32(0.25),
+                                    logit_gain=np.bool_(True), head_seed=np.uint32(7),
+                                    strides=(np.int8(1), 2, 2))
+    cfg = resnet_nobn.TrainConfig(model=model, batch_size=np.int64(8), seed=np.uint32(3),
+                                  learning_rate=np.float32(0.5), lr_boundaries=np.array([10, 20]),
+                                  use_synthetic_data=np.bool_(True), model_dir=tmp_path / "run")
+    for obj, name in ((model, "widths"), (model, "blocks_per_stage"), (model, "stem_width"),
+                      (model, "relu_leakiness"), (model, "logit_gain"), (model, "head_seed"),
+                      (model, "strides"), (cfg, "batch_size"), (cfg, "seed"),
+                      (cfg, "learning_rate"), (cfg, "lr_boundaries"), (cfg, "model_dir")):
+        value = getattr(obj, name)
+        for v in value if isinstance(value, tuple) else (value,):
+            assert type(v) in (int, float, bool, str), (name, type(v))
+    assert (model.widths, model.blocks_per_stage, cfg.lr_boundaries) == ((8, 16, 32), (1, 1, 1),
+                                                                         (10, 20))
+    assert cfg.model_dir == str(tmp_path / "run") and cfg.learning_rate == 0.5
+    assert json.loads(json.dumps(cfg.to_json()))["model"]["relu_leakiness"] == 0.25
+    weights = [resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=s,
+                                       weight_decay=np.float32(0)).get_weights()
+               for s in (np.int64(3), 3)]
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_train_refuses_a_keras_backend_other_than_tensorflow_in_one_line(tmp_path, monkeypatch):
+    import keras
+
+    from resnet_nobn.errors import UserError
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    cfg = resnet_nobn.TrainConfig(model=resnet_nobn.ModelConfig(**TINY), use_synthetic_data=True,
+                                  model_dir=str(tmp_path / "run"))
+    with pytest.raises(UserError, match=r"^train runs on TensorFlow, and Keras' backend is jax: "
+                                        r"set KERAS_BACKEND=tensorflow"):
+        _train(cfg)
+    assert not (tmp_path / "run").exists()
 
 
 def _train(cfg):
@@ -186,6 +238,43 @@ def test_standardize_is_the_input_pipelines_and_takes_a_datasets_mean_and_std():
                                (images - np.array(mean)) / np.array(std), rtol=1e-5)
     with pytest.raises(ValueError, match="both mean and std"):
         resnet_nobn.Standardize(mean=mean)
+    m, s = np.array(mean), np.array(std, "float32")  # numpy moments, as a user computes them
+    np.testing.assert_allclose(np.asarray(resnet_nobn.Standardize(m, s)(images)),
+                               (images - m) / s, rtol=1e-5)
+    layer = resnet_nobn.Standardize(np.float64(127.5), np.float32(64))  # one number for all
+    assert layer.get_config()["mean"] == 127.5 and layer.get_config()["std"] == 64.0
+    assert resnet_nobn.Standardize(m, s).get_config()["mean"] == mean  # Python floats: JSON
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("mean, std, message", [
+    ([0, 0, 0], [NAN] * 3, r"^Standardize: std must be finite"),
+    ([0, 0, 0], [INF] * 3, r"^Standardize: std must be finite"),
+    ([NAN] * 3, [1, 1, 1], r"^Standardize: mean must be finite"),
+    (np.array([1.0, INF, 1.0]), 2.0, r"^Standardize: mean must be finite"),
+    ([0, 0, 0], [0, 1, 1], r"^Standardize: std must be positive"),
+    (0.0, -1.0, r"^Standardize: std must be positive"),
+    ([0, 0, 0], [1, 1], r"^Standardize: mean has 3 numbers and std 2"),
+    ("abc", 1.0, r"^Standardize: mean must be a number or one number per channel"),
+    ([0, 0, 0], [True, 1, 1], r"^Standardize: std must be a number or one number per channel"),
+    ([[0, 0, 0]], [[1, 1, 1]], r"^Standardize: mean must be a number or one number per channel"),
+    ([], [], r"^Standardize: mean must be a number or one number per channel"),
+])
+def test_standardize_refuses_moments_it_cannot_use_by_name(mean, std, message):
+    with pytest.raises(ValueError, match=message):
+        resnet_nobn.Standardize(mean, std)
+
+
+def test_standardize_refuses_moments_of_another_number_of_channels_when_built():
+    import keras
+    for mean, std in (([0, 0], [1, 1]), (np.zeros(4), np.ones(4))):
+        with pytest.raises(ValueError, match=r"^Standardize: mean and std have \d numbers \(one "
+                           r"per channel\), and the images have 3 channels"):
+            keras.Sequential([keras.Input((8, 8, 3)), resnet_nobn.Standardize(mean, std)])
+        with pytest.raises(ValueError, match="the images have 3 channels"):
+            resnet_nobn.Standardize(mean, std)(np.zeros((1, 8, 8, 3), "uint8"))
 
 
 LOAD = r"""

@@ -107,9 +107,25 @@ def mixup_partner(images, labels, seed, pos, global_batch, alpha, padding, num_c
     j = tf.random.stateless_uniform([], tf.stack([seed, -1 - pos]), 0, n, dtype=tf.int64)
     partner = augment(to_network(tf.gather(images, j), info), tf.stack([seed, -(2 ** 40) - pos]),
                       padding)
-    g = tf.random.stateless_gamma([2], tf.stack([seed, -(2 ** 41) - pos // global_batch]), alpha)
-    lam = g[0] / (g[0] + g[1])
+    lam = symmetric_beta([], tf.stack([seed, -(2 ** 41) - pos // global_batch]), alpha)
     return partner, tf.one_hot(tf.gather(labels, j), num_classes), lam
+
+
+def symmetric_beta(shape, seed, alpha):
+    """Draws of Beta(alpha, alpha), float32, of `shape`, stateless from `seed` (2 ints), right
+    for any alpha > 0: X / (X + Y) of two Gamma(alpha) draws, computed as sigmoid(log X - log Y)
+    in float64 with log Gamma(alpha) = log Gamma(alpha + 1) + log(U) / alpha. A Gamma(alpha)
+    draw itself is below float32's (and, for alpha near 0.001, float64's) smallest number so
+    often that two clamped draws would make lam exactly 0.5, where Beta puts lam near 0 or 1;
+    their logs are no such numbers, and a huge alpha's sum cannot overflow."""
+    seeds = tf.random.experimental.stateless_split(seed, 2)
+    two = [2] + list(shape)
+    g = tf.random.stateless_gamma(two, seeds[0], alpha + 1.0, dtype=tf.float64)  # >= 1: no clamp
+    u = tf.random.stateless_uniform(two, seeds[1], dtype=tf.float64)  # in [0, 1)
+    log_u = tf.math.log1p(-u)  # of 1 - u, in (0, 1]: finite
+    log_gamma = tf.math.log(g)
+    d = (log_gamma[0] - log_gamma[1]) + (log_u[0] - log_u[1]) / alpha  # +-inf for a tiny alpha
+    return tf.cast(tf.sigmoid(d), tf.float32)
 
 
 class InMemoryInput(Input):

@@ -44,8 +44,8 @@ def make_input(cfg: TrainConfig):
     """The input of a `--dataset=image_folder` run: both splits of --data_dir read into memory and
     checked before training; UserError if the folder's classes are no longer the run's
     (`cfg.class_names`, read when the run began) or an image cannot be read. `folder` records
-    the folder, its numbers of images and the digests of its file lists (results.json
-    `image_folder`, resnet_nobn/data/image_folder.py `record`)."""
+    the folder, its numbers of images and the digests of its file lists and of its images as
+    trained on (results.json `image_folder`, resnet_nobn/data/image_folder.py `record`)."""
     info = DATASETS[cfg.dataset]
     names, files = image_folder.layout(cfg.data_dir)
     if names != tuple(cfg.class_names):
@@ -58,5 +58,6 @@ def make_input(cfg: TrainConfig):
                    else standardization.Standardization())
     inp = InMemoryInput(info, train, test, cfg.seed, cfg.crop_padding, standardize=standardize,
                         mixup=cfg.mixup, num_classes=cfg.model.num_classes)
-    inp.folder = image_folder.record(cfg.data_dir, files)
+    inp.folder = image_folder.record(cfg.data_dir, files,
+                                     {"train": train[0], "test": test[0]})
     return inp

@@ -15,8 +15,9 @@ character (a newline) is refused. Names and paths in the messages have their con
 escaped (`printable`), and two names that differ only in their Unicode normalisation (NFC and
 NFD, as a copy made on macOS may write them) are shown as ascii() says them.
 
-results.json records each split's number of images and a digest of its file list (`digest`); a
-resume compares them with what the run's results.json recorded (`changes`).
+results.json records each split's number of images, a digest of its file list (`digest`) and
+one of its pixels as trained on (`pixels_digest`); a resume compares them with what the run's
+results.json recorded (`changes`).
 """
 import hashlib
 import os
@@ -139,9 +140,8 @@ def digest(root, split, files):
 
     Why names and sizes: the number of images misses an image replaced or one removed and another
     added, which change what a resume trains on as much as a new count; the names also set the
-    order of the images in memory, so of the batches. A content digest would catch an edit that
-    keeps the size too (rare: a re-saved image changes its size), at the cost of hashing every
-    image again; this one costs what listing the folder cost. A copy of the folder elsewhere has
+    order of the images in memory, so of the batches. An edit that keeps the size is told by
+    `pixels_digest`, of the images as read; this one costs what listing the folder cost. A copy of the folder elsewhere has
     the same digest (its new --data_dir is recorded as a change of its own)."""
     h = hashlib.sha256()
     for path, _ in files:
@@ -155,25 +155,43 @@ def digest(root, split, files):
     return h.hexdigest()[:16]
 
 
-def record(root, files):
+def pixels_digest(images):
+    """A digest of a split's images as the run holds them in memory and trains on them (uint8
+    [n, H, W, 3], each file decoded and resized, in `layout`'s order): 16 hex digits of the
+    sha256 of their shape and bytes. It tells an image replaced by another of the same name and
+    byte size, which `digest` cannot; a file re-saved with the same pixels (other metadata or
+    compression), or changed only below what the resize to the network's size keeps, trains on
+    the same images and leaves it as it was. It costs one pass over bytes already in memory."""
+    h = hashlib.sha256(repr(tuple(images.shape)).encode())
+    h.update(images.tobytes())
+    return h.hexdigest()[:16]
+
+
+def record(root, files, held=None):
     """results.json's `image_folder` record of the image folder ROOT but for its class names:
-    {root, <split>_images: the number of images, <split>_files: `digest`} (`files`: `layout`'s)."""
+    {root, <split>_images: the number of images, <split>_files: `digest`, and, where `held` gives
+    a split's images as trained on ({split: uint8 array}), <split>_pixels: `pixels_digest`}
+    (`files`: `layout`'s)."""
+    held = held or {}
     return dict(root=os.path.abspath(root),
                 **{f"{split}_images": len(files[split]) for split in SPLITS},
-                **{f"{split}_files": digest(root, split, files[split]) for split in SPLITS})
+                **{f"{split}_files": digest(root, split, files[split]) for split in SPLITS},
+                **{f"{split}_pixels": pixels_digest(held[split]) for split in SPLITS
+                   if split in held})
 
 
 def changes(was, now):
     """{field: [there, here]} of what changed in the image folder's images between `was`, the
     `image_folder` record of the run's results.json (None or {} if it has none: an older run),
     and `now`, this start's (`record`): for each split, its number of images where that changed,
-    else its file list's digest where that changed. The field is the record's key under
-    `image_folder.` (image_folder.train_images). Only what `was` records is compared, so an older
-    record without the digests compares the counts."""
+    else its file list's digest where that changed, else its pixels' digest where that changed.
+    The field is the record's key under `image_folder.` (image_folder.train_images). Only what
+    `was` records is compared, so an older record without the digests compares the counts, and
+    one without the pixels' digests the counts and the file lists."""
     out = {}
     for split in SPLITS:
-        for key in (f"{split}_images", f"{split}_files"):
+        for key in (f"{split}_images", f"{split}_files", f"{split}_pixels"):
             if isinstance(was, dict) and was.get(key) is not None and was[key] != now.get(key):
                 out[f"{NAME}.{key}"] = [was[key], now.get(key)]
-                break  # a new count says the list changed; its digest adds nothing
+                break  # the first change says the split's images changed; the next adds nothing
     return out

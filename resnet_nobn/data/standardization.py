@@ -15,6 +15,8 @@ an export's model card; a resumed run and an export use the recorded values (`re
 import dataclasses
 import math
 
+from resnet_nobn.errors import UserError
+
 RECORD = "standardization"  # results.json's key: {"mode", "mean", "std"}
 PER_IMAGE, DATASET = "per_image", "dataset"
 
@@ -52,10 +54,16 @@ def _numbers(values):
     return "(" + ", ".join(f"{v:.10g}" for v in values) + ")"
 
 
+# Below this standard deviation (pixel units, 0..255) a channel hardly varies over the training
+# split: dividing by it sends the crop's zero padding, and any pixel off the split's one value,
+# to thousands, and the run diverges for no reason a training flag can help.
+MIN_STD = 1.0
+
+
 def of_batches(batches):
     """The DATASET standardisation of the images in `batches` (uint8 arrays [N, H, W, C], as the
-    network takes them): exact integer sums, then float64 mean and population std per channel
-    (at least 1/sqrt(pixels), as `tf.image.per_image_standardization` bounds its own)."""
+    network takes them): exact integer sums, then float64 mean and population std per channel.
+    UserError naming the channels whose std is below MIN_STD (a split of one flat colour)."""
     import numpy as np
     count, total, squares = 0, None, None
     for batch in batches:
@@ -66,8 +74,16 @@ def of_batches(batches):
         count += x.shape[0] * x.shape[1] * x.shape[2]
     total, squares = [int(v) for v in total], [int(v) for v in squares]
     mean = tuple(s / count for s in total)  # Python's int division: correctly rounded
-    std = tuple(max(math.sqrt((count * s2 - s * s) / (count * count)), 1 / math.sqrt(count))
-                for s, s2 in zip(total, squares))  # floored as per_image_standardization's
+    std = tuple(math.sqrt((count * s2 - s * s) / (count * count))
+                for s, s2 in zip(total, squares))
+    flat = [i for i, v in enumerate(std) if v < MIN_STD]
+    if flat:
+        said = ", ".join(f"{std[i]:.3g}" for i in flat)
+        raise UserError(f"--standardize=dataset: the training split's channel"
+                        f"{'s' * (len(flat) > 1)} {', '.join(str(i) for i in flat)} "
+                        f"{'vary' if len(flat) > 1 else 'varies'} by less than one pixel level "
+                        f"(standard deviation {said}), and (x - mean) / std would divide by it; "
+                        "use --standardize=per_image, or images that differ")
     return Standardization(DATASET, mean, std)
 
 

@@ -61,7 +61,7 @@ from resnet_nobn.config import SEED_MAX, ModelConfig, TrainConfig, resolve_head_
 from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias, ScalarGain
 from resnet_nobn.model.global_batch_norm import GlobalBatchNorm
 from resnet_nobn.model.standardize import Standardize
-from resnet_nobn.options import check_argument, is_integer
+from resnet_nobn.options import check_argument, is_integer, plain
 from resnet_nobn.schedule import StepSchedule
 
 
@@ -162,18 +162,21 @@ def build_model(cfg: ModelConfig, seed: int = 0,
     (`weight_decay_of`), so `model.losses` holds the recipe's decay. Layer names
     are `stem`, `stage{i}_block{j}` and `head`, so per-stage weights can be found by name.
     The input is standardised images (`resnet_nobn.Standardize` in front of it:
-    model/standardize.py). A `cfg` that is no ModelConfig, or a seed that is no integer, is a
-    TypeError; a seed or weight decay TrainConfig would refuse is a ConfigError in its words.
+    model/standardize.py). A numpy integer seed is taken as its int. A `cfg` that is no
+    ModelConfig, or a seed that is no integer, is a TypeError; a seed or weight decay
+    TrainConfig would refuse is a ConfigError in its words.
     """
     if not isinstance(cfg, ModelConfig):
         fix = ("for a TrainConfig pass its .model" if isinstance(cfg, TrainConfig) else
                "e.g. resnet_nobn.ModelConfig()")
         raise TypeError(f"build_model takes a ModelConfig, not a {type(cfg).__name__}; {fix}")
+    seed = plain(seed)  # a numpy integer as its int: Keras' initialisers take no other
     if not is_integer(seed):
         raise TypeError(f"build_model's seed must be an integer in [0, {SEED_MAX}], not "
                         f"{seed!r}; e.g. seed=0")
     check_argument(TrainConfig, "seed", seed, "build_model's seed")
-    wd = check_argument(TrainConfig, "weight_decay", weight_decay, "build_model's weight_decay")
+    wd = check_argument(TrainConfig, "weight_decay", plain(weight_decay),
+                        "build_model's weight_decay")
     batch_norm = cfg.norm == "batch"
 
     def bn(name):

@@ -6,6 +6,9 @@ channels, the standard deviation floored at 1/sqrt(pixels x channels)); `Standar
 the same with keras.ops, on any backend (equal to float tolerance; on TensorFlow bit for bit).
 Given `mean` and `std` (one per channel, e.g. a dataset's), it computes `(x - mean) / std` instead.
 """
+import math
+import numbers
+
 import keras
 from keras import ops, layers
 
@@ -22,9 +25,16 @@ class Standardize(layers.Layer):
         if (mean is None) != (std is None):
             raise ValueError("Standardize takes both mean and std (per channel), or neither "
                              "(per-image standardization)")
-        if std is not None and min(std if isinstance(std, (list, tuple)) else [std]) <= 0:
-            raise ValueError(f"Standardize: std must be positive, got {std}")
-        self.mean, self.std = mean, std
+        self.mean, self.std = (None, None) if mean is None else moments(mean, std)
+
+    def build(self, input_shape):
+        channels = input_shape[-1] if input_shape else None
+        sizes = {len(v) for v in (self.mean, self.std) if isinstance(v, list)}
+        if channels is not None and sizes - {channels}:
+            raise ValueError(f"Standardize: mean and std have {sizes.pop()} numbers (one per "
+                             f"channel), and the images have {channels} channels; give "
+                             f"{channels} of each, or one number for all")
+        super().build(input_shape)
 
     def call(self, x):
         x = ops.cast(x, "float32")
@@ -42,3 +52,28 @@ class Standardize(layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "mean": self.mean, "std": self.std}
+
+
+def moments(mean, std):
+    """`Standardize`'s mean and std as it keeps them (get_config's JSON): each one float, or a
+    list of floats, one per channel (from a number, a list, a tuple or a numpy array). ValueError
+    naming the argument unless every value is a finite number, every std positive, and two
+    lists are as long."""
+    values = {}
+    for name, value in (("mean", mean), ("std", std)):
+        flat = value.tolist() if hasattr(value, "tolist") else value  # numpy: Python numbers
+        items = list(flat) if isinstance(flat, (list, tuple)) else [flat]
+        if not items or not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                for v in items):
+            raise ValueError(f"Standardize: {name} must be a number or one number per channel "
+                             f"(a list or an array), not {value!r}")
+        if not all(math.isfinite(v) for v in items):
+            raise ValueError(f"Standardize: {name} must be finite, got {value!r}")
+        if name == "std" and min(items) <= 0:
+            raise ValueError(f"Standardize: std must be positive, got {value!r}")
+        values[name] = [float(v) for v in items] if isinstance(flat, (list, tuple)) else float(flat)
+    mean, std = values["mean"], values["std"]
+    if isinstance(mean, list) and isinstance(std, list) and len(mean) != len(std):
+        raise ValueError(f"Standardize: mean has {len(mean)} numbers and std {len(std)}; give "
+                         "one of each per channel")
+    return mean, std

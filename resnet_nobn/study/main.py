@@ -117,6 +117,11 @@ def ablate(entry, train_flags):
     if FLAGS.progress and FLAGS.print_commands:
         raise UserError("--progress and --print_commands: give one (--progress reads the runs "
                         "that --print_commands' jobs train)")
+    if FLAGS.progress and not (os.path.exists(os.path.join(FLAGS.root, launcher.STUDY))
+                               or any(os.path.isdir(cfg.model_dir) for cfg in configs)):
+        raise UserError(f"--root={FLAGS.root}: no study there (no {launcher.STUDY}, none of its "
+                        f"{len(configs)} runs begun); give the --root and flags the study was "
+                        "started with")
     if FLAGS.progress:  # a reading of the runs' files; the study's root is not checked nor claimed
         for line in progress.lines(configs, FLAGS.root, every=True, **_relaunches()):
             print(line)

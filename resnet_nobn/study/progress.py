@@ -41,6 +41,7 @@ from resnet_nobn.training.results import HISTORY
 from resnet_nobn.training.rundir import CONFIG, RESULTS
 
 PERIOD_S = 60.0  # at most one progress report a minute (run/ablate.py --progress_every)
+PERIOD_MAX_S = 86_400.0  # --progress_every's largest: a day (a thread's wait takes no inf)
 LOG = "train.log"  # the trainer's output under run/ablate.py (launcher._launch)
 _STEP = re.compile(r"^step (\d+)/(\d+)  loss (\S+)", re.M)
 _SPEED = re.compile(r"^step \d+/\d+  .*  (\S+) img/s", re.M)

@@ -31,6 +31,18 @@ def check_links(model_dir):
             raise UserError(said)
 
 
+def lower(cfg: TrainConfig, names=("batch_size", "blocks_per_stage", "widths")):
+    """The fix of a memory refusal: `lower --batch_size (now 8), --blocks_per_stage (now 9,9,9)
+    or --widths (now ...)`, the settings of `cfg` in `names` (those that drive the run's size: the
+    activations grow with the batch, the depth and the widths, the weights with the depth and the
+    widths squared), the first the one to lower first."""
+    def now(name):
+        v = getattr(cfg, name) if name == "batch_size" else getattr(cfg.model, name)
+        return ",".join(map(str, v)) if isinstance(v, tuple) else v
+    said = [f"--{name} (now {now(name)})" for name in names]
+    return "lower " + (", ".join(said[:-1]) + " or " if len(said) > 1 else "") + said[-1]
+
+
 def peer_gone(e, multi_worker):
     """Whether `e` is a failed collective of a multi-worker run: a peer worker died or is gone."""
     return multi_worker and type(e).__name__ in PEER_ERRORS
@@ -49,9 +61,7 @@ def explain(e, cfg: TrainConfig, inp=None, peer=None):
     if disk:
         return UserError(disk), True
     if isinstance(e, (tf.errors.ResourceExhaustedError, MemoryError)):
-        return UserError(f"out of memory ({type(e).__name__}): lower --batch_size (now "
-                         f"{cfg.batch_size}) or --widths (now "
-                         f"{','.join(map(str, cfg.model.widths))})"), True
+        return UserError(f"out of memory ({type(e).__name__}): {lower(cfg)}"), True
     if refused:
         where, reason = refused
         return UserError(f"cannot write the run in --model_dir={cfg.model_dir}: {reason} "

@@ -15,6 +15,23 @@ import tensorflow as tf
 from resnet_nobn.training.rundir import TRAIN
 
 
+def shortfall(profile_steps, start, train_steps):
+    """The warning, or None, for --profile_steps=START,END (`profile_steps`, () when off) in a run
+    that trains the steps after `start` up to `train_steps`: a trace of none of them (a resume
+    after END), or of fewer (END after the last step). TrainConfig refuses START at or after the
+    last step."""
+    if not profile_steps:
+        return None
+    first, end = profile_steps
+    flag = f"--profile_steps={first},{end}"
+    if start >= end:
+        return f"{flag}: the run resumes at step {start}, after them; nothing is traced"
+    if end > train_steps:
+        return (f"{flag}: the run ends at step {train_steps}; the trace holds steps "
+                f"{max(first, start) + 1} to {train_steps}")
+    return None
+
+
 class Profiler:
     """Starts the trace before the loop from START (or from a resumed step before END) and stops it
     after the loop that reaches END, or at the end of the run."""

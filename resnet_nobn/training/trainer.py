@@ -13,6 +13,7 @@ import math
 import os
 import time
 
+import keras
 import tensorflow as tf
 
 from resnet_nobn.config import TrainConfig
@@ -32,10 +33,11 @@ def check_memory(cfg: TrainConfig, replicas):
     weights, activations = model_lib.memory_lower_bound(cfg.model, cfg.batch_size // replicas)
     total = psutil.virtual_memory().total
     if weights + activations > total:
-        flag = (f"--widths (now {','.join(map(str, cfg.model.widths))})" if weights > activations
-                else f"--batch_size (now {cfg.batch_size})")
+        one = weights + model_lib.memory_lower_bound(cfg.model, 1)[1]  # the batch's least
+        names = (("widths", "blocks_per_stage") if weights > activations else
+                 ("batch_size",) * (one <= total) + ("blocks_per_stage", "widths"))
         raise UserError(f"the run needs at least {(weights + activations) / 2**30:.1f} GiB and this "
-                        f"machine has {total / 2**30:.1f} GiB; lower {flag}")
+                        f"machine has {total / 2**30:.1f} GiB; {failures.lower(cfg, names)}")
 
 
 class Trainer:
@@ -134,6 +136,9 @@ class Trainer:
         # read when called (a closure): a preemption checkpoint records the time up to it
         self.so_far = lambda: (wall_before + time.time() - t_start, images_per_sec)
         step, profiler = self.step, profiling.Profiler(cfg, self.chief)
+        if profiling.shortfall(cfg.profile_steps, step, cfg.train_steps):
+            log(f"warning: {profiling.shortfall(cfg.profile_steps, step, cfg.train_steps)}",
+                self.chief)
         while step < cfg.train_steps:
             n = self.loop_length(step)
             profiler.before(step)
@@ -425,6 +430,10 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"train takes a TrainConfig, not a {type(cfg).__name__}; e.g. "
                         "resnet_nobn.TrainConfig(model=config, model_dir=...)")
+    if keras.backend.backend() != "tensorflow":  # tf.distribute, TensorFlow's checkpoints
+        raise UserError(f"train runs on TensorFlow, and Keras' backend is "
+                        f"{keras.backend.backend()}: set KERAS_BACKEND=tensorflow before Keras "
+                        "loads (the network alone runs on any backend: docs/backends.md)")
     if not cfg.model_dir.strip():
         raise UserError("--model_dir is empty; give the directory of the run")
     if any(c in cfg.model_dir for c in "[]*?"):  # TensorFlow globs the checkpoint path on restore

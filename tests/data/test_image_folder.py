@@ -251,3 +251,30 @@ def test_what_a_resume_compares_of_the_image_folder(tmp_path):
     change = {"step": 4, "field": "image_folder.train_images", "from": 4, "to": 5}
     assert not resume.advised(change)
     assert advice.advised_flags({"resume_changes": [change]}) == []
+
+
+def test_an_image_replaced_by_another_of_the_same_name_and_size_is_a_change_of_its_pixels(
+        tmp_path):
+    """The file list's digest (names and sizes) cannot tell such an image; the digest of the
+    images as trained on does."""
+    from resnet_nobn.data import folder_input
+    root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(2, 1))
+    path = os.path.join(root, "train", "b", "1.png")
+
+    def save(value, **options):  # an uncompressed PNG: its size is its shape's alone
+        Image.new("RGB", (32, 32), (value, 7, 7)).save(path, compress_level=0, **options)
+
+    def record():
+        files = image_folder.layout(root)[1]
+        return image_folder.record(root, files, {s: folder_input.read_split(files[s], 32)[0]
+                                                 for s in image_folder.SPLITS})
+    save(10)
+    was, size = record(), os.path.getsize(path)
+    save(200)
+    now = record()
+    assert os.path.getsize(path) == size and now["train_files"] == was["train_files"]
+    assert image_folder.changes(was, now) == {"image_folder.train_pixels": [
+        was["train_pixels"], now["train_pixels"]]}
+    assert image_folder.changes(now, record()) == {}
+    del was["train_pixels"]  # an older record: names and sizes only
+    assert image_folder.changes(was, now) == {}

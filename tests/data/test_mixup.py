@@ -112,3 +112,23 @@ def test_a_run_records_its_mixup_and_refuses_another_on_resume(tmp_path):
     assert json.loads((run / "config.json").read_text())["mixup"] == 1.0
     p = run_cli("cifar_train.py", *flags, "--train_steps=4", "--mixup=0.2")
     assert p.returncode != 0 and "mixup" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.03, 0.2, 1.0, 30.0])
+def test_lam_follows_beta_alpha_alpha_for_small_and_large_alpha(alpha):
+    """Beta(alpha, alpha): mean 1/2, variance 1 / (4 (2 alpha + 1)), and (alpha < 1) no mass
+    at 1/2, where two float32 Gamma draws clamped to the smallest normal gave exactly 0.5."""
+    lam = cifar.symmetric_beta([40_000], tf.constant([4, -(2 ** 41)], tf.int64), alpha).numpy()
+    assert lam.dtype == np.float32 and lam.min() >= 0 and lam.max() <= 1
+    variance = 1 / (4 * (2 * alpha + 1))
+    assert abs(lam.mean() - 0.5) < 5 * np.sqrt(variance / lam.size)
+    assert abs(lam.var() / variance - 1) < 0.04
+    assert np.mean(lam == 0.5) < 1e-3
+
+
+def test_a_tiny_alpha_mixes_no_batch_and_a_huge_one_mixes_every_batch_half_and_half():
+    for alpha, shares in ((1e-30, {1.0}), (1e30, {0.5, 1.0})):
+        for _, labels in _batches(_input(alpha), 8, 0, 6):
+            assert set(np.round(np.sort(labels, 1)[:, -1], 6)) <= shares, alpha
+    lam = cifar.symmetric_beta([1000], tf.constant([1, 2], tf.int64), 1e-30).numpy()
+    assert set(lam) == {0.0, 1.0}

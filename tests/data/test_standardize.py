@@ -122,3 +122,25 @@ def test_dataset_mean_and_std_of_images_stored_as_the_network_takes_them():
     std = dataset_standardization(images, DATASETS["cifar10"])
     np.testing.assert_allclose(std.mean, images.mean(axis=(0, 1, 2)), rtol=1e-12)
     np.testing.assert_allclose(std.std, images.std(axis=(0, 1, 2)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("pixels, said", [
+    ((100, 100, 100), "channels 0, 1, 2 vary by less than one pixel level (standard deviation "
+                      "0, 0, 0)"),
+    ((0, 90, 0), "channels 0, 2 vary"),
+    ((200, 0, 7), "channels 0, 1, 2 vary"),
+])
+def test_a_training_split_that_hardly_varies_is_named_as_the_cause(pixels, said):
+    """Each image one flat colour (and, in the last, one pixel off it): no divergence to advise
+    on later, one line naming the channels now."""
+    from resnet_nobn.errors import UserError
+    images = np.broadcast_to(np.array(pixels, np.uint8), (40, 32, 32, 3)).copy()
+    if pixels == (0, 90, 0):
+        images[:20, ..., 1] = 0  # channel 1 varies; 0 and 2 do not
+    if pixels == (200, 0, 7):
+        images[0, 0, 0] += 1  # one pixel of 40,960 off: a standard deviation of 0.005
+    with pytest.raises(UserError, match=r"^--standardize=dataset: the training split's "
+                                        + said.replace("(", r"\(").replace(")", r"\)")):
+        standardization.of_batches([images])
+    images[:20] = 255 - images[:20]
+    assert standardization.of_batches([images]).mode == "dataset"  # half one colour, half another

@@ -56,3 +56,26 @@ def test_a_study_of_one_run_says_one_run(tmp_path):
     p = run_cli("ablate.py", f"--root={root}", "--train_steps=2", *TINY)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0] == f"study: 1 run under {root}", p.stdout
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e300", "-1"])
+def test_a_progress_period_no_thread_can_wait_is_refused_in_one_line(tmp_path, value):
+    root = tmp_path / "study"
+    p = run_cli("ablate.py", f"--root={root}", f"--progress_every={value}", "--train_steps=2",
+                *TINY)
+    assert p.returncode == 2 and p.stdout == "" and not root.exists(), p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("error: flag --progress_every="), p.stderr
+
+
+def test_progress_on_a_root_with_no_study_says_so(tmp_path):
+    typo = tmp_path / "A_TYPO"
+    p = run_cli("ablate.py", f"--root={typo}", "--progress", "--seeds=0,1", "--train_steps=2", *TINY)
+    assert p.returncode == 2 and p.stdout == "", p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"error: --root={typo}: no study there (no study.json, none of its 2 runs begun); give "
+        "the --root and flags the study was started with"]
+    assert not typo.exists()
+    os.makedirs(typo / RUN / "seed-1")  # a run begun (by a cluster's job): the study's lines
+    p = run_cli("ablate.py", f"--root={typo}", "--progress", "--seeds=0,1", "--train_steps=2", *TINY)
+    assert p.returncode == 0 and "progress: study: 0 of 2 runs finished" in p.stdout, p.stderr

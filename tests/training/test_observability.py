@@ -92,3 +92,27 @@ def test_the_hparams_tab_shows_every_training_setting_that_sets_runs_apart():
     missing = [f for f in SCIENTIFIC_FIELDS if named.get(f, f) and named.get(f, f) not in shown]
     assert missing == [] and shown["agc"] == 0.16, missing
     assert all(isinstance(v, (str, bool, int, float)) for v in shown.values())
+
+
+@pytest.mark.parametrize("steps, start, train_steps, said", [
+    ((2, 4), 0, 5, None),
+    ((), 9, 5, None),
+    ((2, 4), 4, 8, "--profile_steps=2,4: the run resumes at step 4, after them; nothing is traced"),
+    ((10, 50), 0, 20, "--profile_steps=10,50: the run ends at step 20; the trace holds steps 11 "
+                      "to 20"),
+    ((10, 50), 15, 20, "--profile_steps=10,50: the run ends at step 20; the trace holds steps 16 "
+                       "to 20"),
+])
+def test_profile_steps_the_run_cannot_trace_whole_are_said(steps, start, train_steps, said):
+    from resnet_nobn.training import profiling
+    assert profiling.shortfall(steps, start, train_steps) == said
+
+
+def test_profile_steps_starting_after_the_last_step_are_refused(tmp_path):
+    from resnet_nobn.options import ConfigError
+    for steps in ((30, 50), (20, 21)):
+        with pytest.raises(ConfigError, match=r"^TrainConfig\.profile_steps=\d+,\d+ starts at or "
+                                              r"after the run's last step \(TrainConfig\."
+                                              r"train_steps=20\): nothing would be traced"):
+            tiny_config(tmp_path, train_steps=20, profile_steps=steps)
+    tiny_config(tmp_path, train_steps=20, profile_steps=(19, 30))
