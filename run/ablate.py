@@ -56,7 +56,7 @@ from resnet_nobn import cli, console
 from resnet_nobn.errors import UserError, broken_link, first_line, write_failure
 from resnet_nobn.files import read_json
 from resnet_nobn.options import flag_words
-from resnet_nobn.study import advice
+from resnet_nobn.training import recovery
 from resnet_nobn.training.rundir import RESULTS
 
 flags.DEFINE_string("root", None, "Directory of the study: one subdirectory per run, the HParams "
@@ -223,7 +223,7 @@ def run():
           f"{f', {len(running)} running in another process' if running else ''}; "
           f"report: python run/report.py --root={FLAGS.root}", flush=True)
     diverged = by_state.get("diverged", [])
-    again = [d for d in diverged if advice.advised_flags(read_json(os.path.join(d, RESULTS)))]
+    again = [d for d in diverged if recovery.followed_flags(read_json(os.path.join(d, RESULTS)))]
     problems = [_unfinished([d for d in diverged if d not in again], "diverged"),
                 _unfinished(again, "diverged again"), _unfinished(by_state.get("failed", []), "failed")]
     if any(problems):
