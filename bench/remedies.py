@@ -1,5 +1,5 @@
 """The remedies tables of docs/stability.md, rendered from their one source,
-resnet_nobn/measured_remedies.json (recipes.MEASURED, which the retry advice reads too);
+resnet_nobn/training/measured_remedies.json (recovery.MEASURED, which the retry advice reads too);
 `--from_runs` reads the runs' results into it.
 
     # the runs (schedule-shaped, 1,500 steps, batch 128; the paper's rate 0.05 unless a row
@@ -9,7 +9,7 @@ resnet_nobn/measured_remedies.json (recipes.MEASURED, which the retry advice rea
         --steps=1500 --batch_size=128
     python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/exp --long --schedule \
         --blocks=9 --nets=paper --seeds=3,5 --learning_rate=0.02 --steps=1500 --batch_size=128
-    # their entries, printed; with --write, merged into resnet_nobn/measured_remedies.json
+    # their entries, printed; with --write, merged into resnet_nobn/training/measured_remedies.json
     python bench/remedies.py --from_runs=/tmp/exp --blocks=9 --seeds=3,5 --write
     # the markdown tables of docs/stability.md
     python bench/remedies.py
@@ -23,8 +23,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resnet_nobn import recipes  # noqa: E402
-from resnet_nobn.recipes import MEASURED, REMEDIES, warmup_rule  # noqa: E402
+from resnet_nobn.training import recovery  # noqa: E402
+from resnet_nobn.training.recovery import MEASURED, REMEDIES, warmup_rule  # noqa: E402
 from resnet_nobn.files import atomic_write_json, read_json  # noqa: E402
 from stability import NETS, PAPER, long_dir, outcome  # noqa: E402  (neither imports TensorFlow)
 
@@ -40,7 +40,7 @@ def run_of(net):
     """(the bench/stability.py net, the rate) a row's runs were made with: a lower rate is the
     paper's net run at it."""
     rate = REMEDIES.get(net, ({},))[0].get("learning_rate")
-    return ("paper", rate) if rate else (net, recipes.MEASURED_RATE)
+    return ("paper", rate) if rate else (net, recovery.MEASURED_RATE)
 
 
 def label(net):
@@ -125,7 +125,7 @@ def advice_table():
     print("|---|---|---|")
     for blocks in sorted({b for _, b in MEASURED}):
         cfg = TrainConfig(model=ModelConfig(blocks_per_stage=(blocks,) * 3))
-        flags, clause = recipes.retry_remedy(cfg)
+        flags, clause = recovery.retry_remedy(cfg)
         print(f"| {per_stage(blocks)} | `{flags}` | {clause} |")
 
 
@@ -154,7 +154,7 @@ def from_runs(root, blocks, seeds, steps):
     return found
 
 
-def write(found, steps, path=recipes.MEASURED_FILE):
+def write(found, steps, path=recovery.MEASURED_FILE):
     """Merges `found`, of runs of `steps` steps, into the measured file (an entry replaces the one
     of its net and depth); refuses, in one line, runs of another length than those it holds."""
     with open(path) as f:
@@ -178,7 +178,7 @@ def main():
     p.add_argument("--seeds", default="3,5", help="with --from_runs: seeds, comma list")
     p.add_argument("--steps", type=int, default=1500, help="with --from_runs: the runs' steps")
     p.add_argument("--write", action="store_true", help="with --from_runs: merge the entries into "
-                   "resnet_nobn/measured_remedies.json")
+                   "resnet_nobn/training/measured_remedies.json")
     args = p.parse_args()
     if args.from_runs:
         found = from_runs(args.from_runs, [int(b) for b in args.blocks.split(",")],

@@ -35,13 +35,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
-from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402
 from resnet_nobn.data.datasets import DATASETS  # noqa: E402
 from resnet_nobn.errors import UserError  # noqa: E402
-from resnet_nobn.study.advice import advised_flags  # noqa: E402
 from resnet_nobn.files import atomic_file, read_json  # noqa: E402
-from resnet_nobn.training.rundir import (CONFIG, RESULTS, TRAIN, pending_divergence,  # noqa: E402
-                                      retry_flags)
+from resnet_nobn.training.recovery import (REMEDIES, WARMUP, followed_flags,  # noqa: E402
+                                         pending_divergence, retry_flags, warmup_rule)
+from resnet_nobn.training.rundir import CONFIG, RESULTS, TRAIN  # noqa: E402
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]
@@ -54,7 +53,7 @@ NETS = {  # name -> flags; every activation a leaky ReLU of slope 0.1 (the fork'
     # Section 2's regime kept by construction: every block's ||C2|| ||C1|| <= tau
     **{f"paper_tau{t}": PAPER + [f"--max_branch_norm={t}"] for t in ("0.1", "1", "3", "10")},
     "paper_tau1_clip1": PAPER + ["--max_branch_norm=1", "--clip_norm=1"],  # and remedies that keep
-    # the paper's net (recipes.py; {warmup}: warmup_rule's steps; a lower rate is `paper` run
+    # the paper's net (recovery.py; {warmup}: warmup_rule's steps; a lower rate is `paper` run
     # at that --learning_rate)
     **{name: PAPER + [f"--{k}={{warmup}}" if v == WARMUP else f"--{k}={flag_text(v)}"
                       for k, v in flags.items()]
@@ -95,7 +94,7 @@ def outcome(model_dir, steps):
     finished = results.get("global_step", 0) >= steps
     if results.get("rollbacks"):  # it diverged, and resumed (paper_advice: with its advice)
         return (f"diverged at step {results['rollbacks'][0]['diverged_at']}, then "
-                f"{' '.join(advised_flags(results))}"
+                f"{' '.join(followed_flags(results))}"
                 + ("" if finished else ": not finished"))
     return "stable" if finished else None
 

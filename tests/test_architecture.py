@@ -216,9 +216,12 @@ def test_a_module_on_no_floor_is_found(tmp_path):
 
 # One run (docs/architecture.md): the hub sequences it (main.py, the entry points' main, reads and
 # decides before TensorFlow loads, then hands over to it); a spoke uses no other spoke, only the
-# run directory's names and readers and the TF_CONFIG checks.
+# run directory's names and readers, the TF_CONFIG checks and recovery from a divergence (which
+# the start's decision consults; it uses only the run directory's names and readers itself, and
+# the checkpoints it deletes through the function the hub hands it).
 HUBS = ("resnet_nobn.training.trainer", "resnet_nobn.training.main")
-SHARED = ("resnet_nobn.training.rundir", "resnet_nobn.training.tf_config", "resnet_nobn.training")
+SHARED = ("resnet_nobn.training.rundir", "resnet_nobn.training.tf_config",
+          "resnet_nobn.training.recovery", "resnet_nobn.training")
 
 
 def spokes_using_spokes(root):
@@ -240,6 +243,17 @@ def test_a_spoke_that_calls_another_is_found(tmp_path):
     found = spokes_using_spokes(root)
     assert any(p.startswith("resnet_nobn.training.results -> resnet_nobn.training.checkpoints (line")
                for p in found), found
+
+
+def test_recovery_that_calls_the_checkpoints_itself_is_found(tmp_path):
+    """recovery.py is shared by the spokes of the start, so it may use no spoke itself: it deletes
+    checkpoints only through the function the hub hands it."""
+    root = _copy(tmp_path)
+    _plant(root / "resnet_nobn" / "training" / "recovery.py",
+           "from resnet_nobn.training import checkpoints")
+    found = spokes_using_spokes(root)
+    assert any(p.startswith("resnet_nobn.training.recovery -> resnet_nobn.training.checkpoints "
+                            "(line") for p in found), found
 
 
 MAX_LINES = 500  # past this many lines a module is a sign of two jobs (docs/architecture.md)

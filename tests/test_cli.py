@@ -280,7 +280,7 @@ def test_flags_are_checked_before_tensorflow_is_imported(tmp_path):
 
 
 @pytest.mark.parametrize("module", ["config", "cli", "recipes", "study.grid", "study.launcher",
-                                    "study.report", "training.rundir"])
+                                    "study.report", "training.rundir", "training.recovery"])
 def test_config_command_line_and_report_import_without_tensorflow(tmp_path, module):
     """The leaf modules: the config and its recipes, the command line, the study and its
     report load no TensorFlow, so flags are checked at once and the report runs anywhere."""

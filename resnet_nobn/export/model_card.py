@@ -47,7 +47,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     """The Markdown model card of an export; `chosen`: its checkpoint was asked for;
     `standardize`: the run's standardisation (serving.py `run_standardization`; None: the
     per-image one), which the card states with its mean and std; `diverged`: the run has a
-    divergence it has not resumed past (rundir.pending), so its checkpoint is the rollback's;
+    divergence it has not resumed past (recovery.pending), so its checkpoint is the rollback's;
     `unusable`: why the run's results.json is not a run's (writer.py `unusable_results`), whose
     place `results` ({}) then takes."""
     import keras

@@ -11,7 +11,7 @@ input, image size, step, and the `digest` of saved_model/ with that description,
 the export is read).
 
 Which checkpoint: the newest whose weights restore and are finite, by the rules a re-run resumes by
-(resnet_nobn/training/resume.py: after a divergence, the newest taken before the blow-up), or the
+(resnet_nobn/training/recovery.py: after a divergence, the newest taken before the blow-up), or the
 one asked for. Checkpoints from any number of replicas or workers restore alike. The run directory
 is read once (rundir.read) and only read; an export is never written into, over or around it
 (`check_paths`, before TensorFlow loads). `--overwrite` replaces only an earlier export holding
@@ -32,7 +32,7 @@ from resnet_nobn.export.layout import CARD, GLOB, KERAS, LABELS, META, SAVED_MOD
 from resnet_nobn.export.model_card import model_card
 from resnet_nobn.export.serving import run_standardization, serving_archive
 from resnet_nobn.files import nearest_existing, read_json
-from resnet_nobn.training import resume, rundir
+from resnet_nobn.training import recovery, rundir
 from resnet_nobn.training.results import problem as results_problem
 
 
@@ -147,7 +147,7 @@ def restore(cfg: TrainConfig, run, checkpoint=None):
     checkpoint that restores with finite weights, by the rules a re-run resumes by (or of
     ckpt-`checkpoint`); `skipped` names the newer ones passed over and why; `note` says why a
     re-run would not resume from an explicitly chosen one (or is None). The model is built as
-    the trainer builds it, and the checkpoint chosen by resnet_nobn/training/resume.py's rule.
+    the trainer builds it, and the checkpoint chosen by resnet_nobn/training/recovery.py's rule.
     The initialisation (ckpt-0: nothing trained, e.g. of a run that diverged in its first loop)
     only when asked for with `checkpoint=0`: else UserError. `run`: the run directory as
     `rundir.read` found it."""
@@ -156,7 +156,7 @@ def restore(cfg: TrainConfig, run, checkpoint=None):
     from resnet_nobn.training import checkpoints, steps
     model, optimizer = steps.build(cfg, tf.distribute.get_strategy())
     ckpt_dir = run.ckpt_dir
-    order, diverged = resume.resume_order(run, cfg.model.num_classes)
+    order, diverged = recovery.resume_order(run, cfg.model.num_classes)
     try:
         restored = checkpoints.restore_newest(tf.train.Checkpoint(model=model, optimizer=optimizer),
                                               model.weights, ckpt_dir, order, checkpoint)
@@ -251,7 +251,7 @@ def _write(tmp, model, cfg, step, skipped, note, run, export_dir, chosen, unusab
         json.dump(meta, f, indent=2)
     card = model_card(cfg, step, skipped, note, results, names_from, export_dir, run.model_dir,
                       count_params(model.trainable_variables), chosen, standardize,
-                      rundir.pending(run.diverged, run.results) is not None, unusable)
+                      recovery.pending(run.diverged, run.results) is not None, unusable)
     with open(os.path.join(tmp, CARD), "w") as f:
         f.write(card)
 

@@ -9,7 +9,7 @@ import sys
 from resnet_nobn import cli
 from resnet_nobn.config import RESUMABLE_FIELDS, differences, resolve_init
 from resnet_nobn.files import read_json
-from resnet_nobn.study import advice
+from resnet_nobn.training import recovery
 from resnet_nobn.training.rundir import CONFIG, RESULTS
 
 
@@ -86,7 +86,7 @@ def _run_dir(cfg, root, named):
         path = os.path.join(root, name)
         old = read_json(os.path.join(path, CONFIG))
         try:
-            diffs = differences(advice.as_started(old, read_json(
+            diffs = differences(recovery.as_started(old, read_json(
                 os.path.join(path, RESULTS))), cfg.to_json()) if old else None
         except ValueError:  # not a run's config.json: check_compatible says so
             diffs = None

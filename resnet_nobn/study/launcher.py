@@ -24,9 +24,9 @@ killed study leaves it), a live holder of the run's lock does (resnet_nobn/train
 run that diverged is skipped unless the study follows the advice (`follow_advice`): then it
 continues once, from the checkpoint the trainer picks before the blow-up, with the flags of its
 own `retry with:` line; a run continued so, by the study or by hand, keeps those flags on every
-later launch (resnet_nobn/study/advice.py). Each run is a subprocess of
-the training entry point (run/cifar_train.py or run/imagenet_train.py), so a crash or a global
-Keras setting of one run cannot affect the next.
+later launch (resnet_nobn/training/recovery.py). Each run is a subprocess of the training entry
+point (run/cifar_train.py or run/imagenet_train.py), so a crash or a global Keras setting of one
+run cannot affect the next.
 
 The table and the plot of a study are resnet_nobn/study/report.py's, which needs no TensorFlow.
 """
@@ -43,12 +43,11 @@ import time
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
 from resnet_nobn.errors import UserError, write_failure
-from resnet_nobn.study import advice
 from resnet_nobn.study.grid import command
 from resnet_nobn.study.hparams import write_run_hparams
 from resnet_nobn.files import atomic_write_json, nearest_existing, read_json
-from resnet_nobn.training.rundir import (CONFIG, DIVERGED, RESULTS, holder, pending_divergence,
-                                      retry_flags)
+from resnet_nobn.training import recovery
+from resnet_nobn.training.rundir import CONFIG, DIVERGED, RESULTS, holder
 
 STATUS = "study_status.json"  # in each run's directory: its last launch and how it ended
 STUDY = "study.json"  # in the root: the base settings of the studies run on it (`claim_root`)
@@ -60,7 +59,8 @@ STUDY = "study.json"  # in the root: the base settings of the studies run on it 
 
 def check_compatible(cfg):
     """Raises ValueError if cfg.model_dir holds a run with other hyperparameters than `cfg`. A run
-    continued with its retry advice is compared as it was started (resnet_nobn/study/advice.py)."""
+    continued with its retry advice is compared as it was started
+    (resnet_nobn/training/recovery.py `as_started`)."""
     path = os.path.join(cfg.model_dir, CONFIG)
     old = read_json(path)
     if old is None and not os.path.exists(path):
@@ -68,7 +68,7 @@ def check_compatible(cfg):
     if old is None or not isinstance(old.get("model"), dict):
         raise ValueError(f"{path} is unreadable, not a JSON object or without a `model` object "
                          "(not a run's config.json); move it away or use another --root")
-    old = advice.as_started(old, _results(cfg))
+    old = recovery.as_started(old, _results(cfg))
     diffs = config_diffs(old, cfg.to_json(), fields=SCIENTIFIC_FIELDS)
     if diffs:
         raise ValueError(f"{cfg.model_dir} holds a run with other settings ({'; '.join(diffs)}); "
@@ -133,7 +133,7 @@ def run_state(cfg):
         return "finished"
     if holder(cfg.model_dir):
         return "running"
-    if pending_divergence(cfg.model_dir) is not None:
+    if recovery.pending_divergence(cfg.model_dir) is not None:
         return "diverged"
     status = read_json(os.path.join(cfg.model_dir, STATUS)) or {}
     if status.get("status") in ("failed", "timeout") and not _finished_since(cfg, status, results):
@@ -158,10 +158,10 @@ def _finished_since(cfg, status, results):
 def launch_flags(cfg, follow_advice=False):
     """The flags a launch of the run adds to its study's: those it was continued with, if it was,
     else, after a divergence and with `follow_advice`, those of its `retry with:` line."""
-    followed = advice.advised_flags(_results(cfg))
+    followed = recovery.followed_flags(_results(cfg))
     if followed or not follow_advice or run_state(cfg) != "diverged":
         return followed
-    return retry_flags(cfg.model_dir)
+    return recovery.retry_flags(cfg.model_dir)
 
 
 def _write_status(cfg, **status):
@@ -208,7 +208,7 @@ def run_study(configs, entry, base_args, timeout=None, retry_failed=False, follo
         if os.path.isdir(cfg.model_dir):  # also a run trained elsewhere (--print_commands' jobs)
             write_run_hparams(cfg)
         for attempt in (1, 2):  # the second: a run that diverged, once with its advice
-            followed = bool(advice.advised_flags(_results(cfg)))
+            followed = bool(recovery.followed_flags(_results(cfg)))
             why = skipped(cfg, state, retry_failed, follow_advice)
             if why:
                 log(f"{tag}: {why}")
@@ -239,7 +239,7 @@ def skipped(cfg, state, retry_failed=False, follow_advice=False):
     """What the study says of a run in `state` that it does not launch now, or None: a finished
     one, one a live process trains, a failed one (unless `retry_failed`), a diverged one (unless
     `follow_advice` and it has not followed its advice yet)."""
-    followed = bool(advice.advised_flags(_results(cfg)))
+    followed = bool(recovery.followed_flags(_results(cfg)))
     if state == "running":
         return f"running in another process ({holder(cfg.model_dir)}), skipped"
     if state == "finished" or (state == "failed" and not retry_failed) or (
@@ -256,9 +256,9 @@ def _skipped(cfg, state, followed):
         return f"{state}, skipped"
     if followed:
         return (f"diverged again after it was continued with "
-                f"{' '.join(advice.advised_flags(_results(cfg)))}, skipped (see its train.log)")
+                f"{' '.join(recovery.followed_flags(_results(cfg)))}, skipped (see its train.log)")
     return (f"diverged, skipped (--follow_retry_advice continues it with "
-            f"{' '.join(retry_flags(cfg.model_dir))})")
+            f"{' '.join(recovery.retry_flags(cfg.model_dir))})")
 
 
 def _launch(cfg, tag, entry, base_args, timeout, state, follow_advice, log, python):

@@ -17,7 +17,8 @@ from resnet_nobn.config import HEADS, INITS, NORMS
 from resnet_nobn.errors import UserError, broken_link, first_line, write_failure
 from resnet_nobn.files import read_json
 from resnet_nobn.options import flag_words
-from resnet_nobn.study import advice, grid, hparams, launcher, progress
+from resnet_nobn.study import grid, hparams, launcher, progress
+from resnet_nobn.training import recovery
 from resnet_nobn.training.rundir import RESULTS
 
 FLAGS = flags.FLAGS
@@ -168,7 +169,7 @@ def ablate(entry, train_flags):
           f"{f', {len(running)} running in another process' if running else ''}; "
           f"report: python run/report.py --root={FLAGS.root}", flush=True)
     diverged = by_state.get("diverged", [])
-    again = [d for d in diverged if advice.advised_flags(read_json(os.path.join(d, RESULTS)))]
+    again = [d for d in diverged if recovery.followed_flags(read_json(os.path.join(d, RESULTS)))]
     problems = [_unfinished([d for d in diverged if d not in again], "diverged"),
                 _unfinished(again, "diverged again"), _unfinished(by_state.get("failed", []), "failed")]
     if any(problems):

@@ -34,10 +34,11 @@ import threading
 import time
 
 from resnet_nobn.console import hms
-from resnet_nobn.study import advice, launcher
+from resnet_nobn.study import launcher
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.files import read_json
 from resnet_nobn.training.results import HISTORY
+from resnet_nobn.training import recovery
 from resnet_nobn.training.rundir import CONFIG, RESULTS
 
 PERIOD_S = 60.0  # at most one progress report a minute (run/ablate.py --progress_every)
@@ -126,7 +127,7 @@ def _left_out(cfg, p):
     """Why the study's time left does not count the run of `p` (run_progress), in a few words."""
     if p["state"] != "diverged":
         return "--retry_failed re-runs it"
-    if advice.advised_flags(read_json(os.path.join(cfg.model_dir, RESULTS))):
+    if recovery.followed_flags(read_json(os.path.join(cfg.model_dir, RESULTS))):
         return "it diverged again after following its retry advice"
     return "--follow_retry_advice continues it"
 

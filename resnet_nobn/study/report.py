@@ -17,15 +17,15 @@ from resnet_nobn.cli import departure_text
 from resnet_nobn.config import RESUMABLE_FIELDS
 from resnet_nobn.console import hms
 from resnet_nobn.errors import UserError, disk_full
-from resnet_nobn.study import advice
 from resnet_nobn.study.curves import figure_formats, lr_drops, plot_curves, run_series
 from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.study.stats import mean_interval, twin_key, twin_table
 from resnet_nobn.files import atomic_file, atomic_write_text, read_json
 from resnet_nobn.training.results import is_run_config, problem as results_problem
+from resnet_nobn.training import recovery
 from resnet_nobn.training.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, copied_from_another_run,
-                                      holder, pending_divergence)
+                                      holder)
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,
 # and where a run ran, for how long and its bookkeeping (what a resume may change).
@@ -79,11 +79,12 @@ def load_runs(root, warn=None, early=None):
                  f"{'unreadable' if problem else 'not counted'}")
         run = dict(results or {"history": [], "global_step": 0})
         # a run continued with its retry advice: grouped as started, marked with what it followed
-        run.update(run_dir=dirpath, config=advice.as_started(config, results),
-                   advice=(advice.diverged_at(results), " ".join(advice.advised_flags(results)))
-                   if advice.advised_changes(results) else None)
+        run.update(run_dir=dirpath, config=recovery.as_started(config, results),
+                   advice=(recovery.diverged_at(results),
+                           " ".join(recovery.followed_flags(results)))
+                   if recovery.advised_changes(results) else None)
         train_steps = config.get("train_steps") or 0
-        run["diverged"] = pending_divergence(dirpath)
+        run["diverged"] = recovery.pending_divergence(dirpath)
         if (run.get("global_step") or 0) >= train_steps and results:
             run["status"] = "finished"
         elif holder(dirpath):  # a live process trains it, whatever an earlier attempt left

@@ -2,7 +2,8 @@
 directory read once, written whole and locked (rundir.py), the start decided from it (resume.py),
 the compiled steps (steps.py), checkpoints (checkpoints.py), results.json (results.py), and where
 it trains (cluster.py, its TF_CONFIG read before TensorFlow: tf_config.py; several workers on
-this machine: local_cluster.py).
+this machine: local_cluster.py); recovery from a divergence, from the NaN to the run going on
+with its advice (recovery.py).
 
 The library's `resnet_nobn.train(cfg)` is `trainer.train`.
 """

@@ -1,5 +1,5 @@
 """A run's checkpoints on disk: saved, their losses recorded, tracked, deleted and restored in the
-order given (the policy that picks that order: resnet_nobn/training/resume.py).
+order given (the policy that picks that order: resnet_nobn/training/recovery.py).
 
 `model_dir/ckpt/` holds tf.train.CheckpointManager's `ckpt-<step>` files (step 0 included, so a
 run that diverges early can restart from its initialisation) and `losses.json`: for each
@@ -114,7 +114,7 @@ class Unusable(Exception):
 
 def restore_newest(saved, variables, ckpt_dir, order, only=None, state=()):
     """Restores into `saved` (a tf.train.Checkpoint) the first checkpoint of `order` ([(step, why
-    to skip it or None)], newest first: resume.restore_order) that restores whole with finite
+    to skip it or None)], newest first: recovery.restore_order) that restores whole with finite
     `variables` (the weights) and `state` (the optimizer's, for a run that trains on: the trainer
     never saves a non-finite one, so one is a damaged file, not a divergence); or ckpt-`only`,
     which is restored even if a re-run after a divergence would skip it (`note` says so).
@@ -149,7 +149,7 @@ def restore_newest(saved, variables, ckpt_dir, order, only=None, state=()):
 class Checkpoints:
     """tf.train.CheckpointManager of one run's model and optimizer: `restore` in the order given,
     `track` what a run that trains on keeps, `save`, and the loss recorded with each. `order`:
-    the restore order (resume.restore_order); `losses`: ckpt/losses.json as the start read it
+    the restore order (recovery.restore_order); `losses`: ckpt/losses.json as the start read it
     (RunDir.losses), held here and written whole at each change."""
 
     def __init__(self, cfg: TrainConfig, model, optimizer, chief, task_id, order=(), losses=None):

@@ -85,20 +85,16 @@ class Results:
         """Keeps the evaluations `keep(step)` is true of."""
         self.history = [h for h in self.history if keep(h["step"])]
 
-    def train_on(self, step, diverged=None, changes=None):
+    def train_on(self, step, rollback=None, changes=None):
         """A run that trains on from `step` keeps the evaluations and the training log up to it,
-        and records what its resume does: with `diverged` (diverged.json's record), a rollback
-        to `step` past it ({diverged_at, resumed_from, retry_with, divergence_id}: a later
-        start finds it, rundir.pending); `changes` ({field: [there, here]}), the settings it
-        changes, but those recorded already. Returns the entries of `changes` added ({step,
-        field, from, to})."""
+        and records what its resume does: `rollback`, the `rollbacks` entry of a rollback to
+        `step` past a divergence (resnet_nobn/training/recovery.py `roll_back`: a later start
+        finds it); `changes` ({field: [there, here]}), the settings it changes, but those
+        recorded already. Returns the entries of `changes` added ({step, field, from, to})."""
         self.keep_history(lambda s: s <= step)
         self.log.resume(self.found, step)
-        if diverged is not None:
-            self.rollbacks.append(dict(diverged_at=diverged.get("step"), resumed_from=step,
-                                       retry_with=diverged.get("retry_with"),
-                                       **({"divergence_id": diverged["id"]} if "id" in diverged
-                                          else {})))
+        if rollback is not None:
+            self.rollbacks.append(rollback)
         new = [c for c in ({"step": step, "field": k, "from": there, "to": here}
                            for k, (there, here) in (changes or {}).items())
                if c not in self.changes]

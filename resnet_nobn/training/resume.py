@@ -1,22 +1,21 @@
 """What a start does with the run directory it found: one pure decision (`decide`: new, resume,
-rollback, eval-only, finished, or refused, and the restore order, `restore_order`) from the RunDir
-read once (rundir.py) and the flags.
+rollback, eval-only, finished, or refused, and the restore order) from the RunDir read once
+(rundir.py) and the flags.
 
 A resume may change only RESUMABLE_FIELDS (resnet_nobn/config.py) and, after a divergence, the
 settings its `retry with:` line advises, to the values it advises; results.json records each
-change with its step under `resume_changes` (`advised`: those that followed the advice). Without
-config.json (deleted by hand) the run's settings are those its newest checkpoint records, else
-those of its results.json: a resume never trains on with others unrecorded.
+change with its step under `resume_changes`. Which checkpoint a rollback past a divergence takes,
+and what the advice allows, is recovery.py's to say. Without config.json (deleted by hand) the
+run's settings are those its newest checkpoint records, else those of its results.json: a resume
+never trains on with others unrecorded.
 """
 import dataclasses
-import math
 import os
 
-from resnet_nobn.data import image_folder
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import RESUMABLE_FIELDS, differences
 from resnet_nobn.errors import UserError
-from resnet_nobn.training import rundir
+from resnet_nobn.training import recovery, rundir
 
 NEW, RESUME, ROLLBACK, EVAL_ONLY, FINISHED = "new", "resume", "rollback", "eval_only", "finished"
 
@@ -48,7 +47,7 @@ def decide(run: rundir.RunDir, cfg):
     if cfg.eval_only and not run.exists:
         raise UserError(f"--eval_only: {cfg.model_dir} does not exist; train first")
     run_config, settings_from, changes = _settings(run, cfg)
-    order, diverged = resume_order(run, cfg.model.num_classes)
+    order, diverged = recovery.resume_order(run, cfg.model.num_classes)
     plan = dict(run=run, run_config=run_config, settings_from=settings_from, changes=changes,
                 order=tuple(order), diverged=diverged)
     if cfg.eval_only:
@@ -105,14 +104,14 @@ def _settings(run, cfg):
         old, where = run.checkpoint_settings or _in_results(run)
         if old is None:
             return None, None, {}
-    advice = rundir.advised_flags(run.diverged)
-    to = dict(t[2:].split("=", 1) for t in advice)  # the advised values
+    advice = recovery.advised_flags(run.diverged)
+    to = recovery.advised_values(run.diverged)
     refused, changes = [], {}
     for name, there, here in differences(old, cfg.to_json()):
         if name == "eval_only" or (name in ("model_dir", "data_dir") and there and here
                                    and os.path.abspath(str(there)) == os.path.abspath(here)):
             continue  # the same directory, recorded as typed (before paths were made absolute)
-        if name in RESUMABLE_FIELDS or (name in to and _same(to[name], here)):
+        if name in RESUMABLE_FIELDS or recovery.follows(to, name, here):
             changes[name] = [there, here]
         else:
             refused.append((name, f"{name}: {_text(there, here)} there, {_text(here, there)} here"))
@@ -138,71 +137,6 @@ def _in_results(run):
     config = (run.results or {}).get("config")
     return (config, f"{os.path.join(run.model_dir, rundir.RESULTS)} (`config`)") if isinstance(
         config, dict) and isinstance(config.get("model"), dict) else (None, None)
-
-
-def resume_order(run: rundir.RunDir, num_classes):
-    """(the restore order, the pending divergence or None) of the run directory `run`."""
-    diverged = rundir.pending(run.diverged, run.results)
-    return restore_order(run.steps, run.indexed, run.losses, diverged, num_classes), diverged
-
-
-def on_the_way_up(step, losses, num_classes):
-    """Why the checkpoint at `step` was taken on the way to a blow-up, or None if it was not
-    (`losses`: {step: the loss recorded with its weights}). The one of step 0 holds the
-    initialisation, whatever loss its first loop ended with: a retry with other flags may always
-    start from it."""
-    if step == 0:
-        return None
-    loss = losses.get(step)
-    if loss is None:
-        return "no loss recorded with its weights"
-    if not math.isfinite(loss):
-        return f"loss {loss}"
-    best = min((l for s, l in losses.items() if s <= step and l is not None and math.isfinite(l)),
-               default=loss)  # a NaN (step 0's, whatever its loop gave) compares as no minimum
-    if loss > best + math.log(num_classes):
-        return f"loss {loss:.3g}, already {loss - best:.3g} above the lowest {best:.3g}"
-    return None
-
-
-def restore_order(steps, indexed, losses, diverged, num_classes):
-    """[(step, reason to skip it or None)] of the checkpoints `steps` (newest first): one without
-    its .index file (not in `indexed`) is skipped; after a divergence (`diverged`, the pending
-    record, or None) one taken on the way up too.
-
-    A resume takes the newest checkpoint that restores with finite weights (the trainer tries
-    them in this order and names each it passes over). After a divergence it takes the newest
-    taken *before the blow-up*: its loss, recorded with its weights (ckpt/losses.json), is at most
-    `ln(num_classes)` above the lowest recorded up to it, so not already on the way up
-    (`on_the_way_up`); else the initialisation, step 0. A run that trains on from it deletes the
-    checkpoints after it, since it writes its own."""
-    order = []
-    for step in steps:
-        why = None
-        if step not in indexed:
-            why = "its .index file is missing"
-        elif diverged is not None:
-            why = on_the_way_up(step, losses, num_classes)
-        order.append((step, why))
-    return order
-
-
-def advised(change):
-    """Whether a results.json `resume_changes` entry {step, field, from, to} is one that a resume
-    made to follow the retry advice: a resume changes a setting outside RESUMABLE_FIELDS only to
-    its advised value. An image folder's images (`image_folder.train_images`, ...) are no
-    setting."""
-    return (isinstance(change, dict) and isinstance(change.get("field"), str)
-            and change["field"] not in RESUMABLE_FIELDS
-            and not change["field"].startswith(f"{image_folder.NAME}."))
-
-
-def _same(text, value):
-    """Whether the advised flag value `text` is `value`."""
-    try:
-        return float(text) == float(value)
-    except (TypeError, ValueError):
-        return False
 
 
 def _flag_form(value):

@@ -5,6 +5,7 @@
     ckpt/            its checkpoints and their losses, `losses.json` (checkpoints.py)
     train/, eval/    TensorBoard summaries of training and of evaluation
     diverged.json    the step and `retry with:` advice of a divergence not resumed past yet
+                     (written, read back and deleted by recovery.py)
     .lock            held by the chief while it runs (`locked`), so a second run is refused and
                      a study can tell a run that a live process trains (`holder`)
     .scratch/        the checkpoints of the other workers of a multi-worker run
@@ -21,10 +22,9 @@ import re
 import shutil
 import socket
 import time
-import uuid
 
 from resnet_nobn.console import log
-from resnet_nobn.files import atomic_write_json, read_json
+from resnet_nobn.files import read_json
 
 CONFIG, RESULTS, CKPT, DIVERGED = "config.json", "results.json", "ckpt", "diverged.json"
 LOSSES = "losses.json"  # in ckpt/: {step: the training loss computed with that checkpoint}
@@ -32,7 +32,7 @@ TRAIN, EVAL = "train", "eval"  # TensorBoard summaries
 SUMMARIES = (TRAIN, EVAL)
 LOCK, SCRATCH = ".lock", ".scratch"
 RESUME_CHANGES = "resume_changes"  # results.json: [{step, field, from, to}] of each resume's changes
-ROLLBACKS = "rollbacks"  # results.json: [{diverged_at, resumed_from, retry_with}]
+ROLLBACKS = "rollbacks"  # results.json: [{diverged_at, resumed_from, retry_with, ...}]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,7 @@ def read(model_dir, ask_lock=True):
         model_dir, exists=True, config=config,
         config_unreadable=config is None and os.path.exists(config_path), results=results,
         results_unreadable=results is None and os.path.exists(results_path),
-        diverged=_divergence_record(read_json(os.path.join(model_dir, DIVERGED))),
+        diverged=read_divergence(model_dir),
         steps=tuple(steps),
         indexed=frozenset(s for s in steps
                           if os.path.exists(os.path.join(ckpt_dir, f"ckpt-{s}.index"))),
@@ -127,58 +127,10 @@ def _divergence_record(record):
     return record if isinstance(step, int) and not isinstance(step, bool) else None
 
 
-def pending(diverged, results):
-    """The divergence record `diverged` if the run has not resumed past it yet, else None. The
-    trainer records the rollback (results.json `rollbacks`, with the record's `id`) before it
-    deletes diverged.json; a run killed between the two has resumed past it, and is not diverged.
-    The id tells a stale record from a new divergence at the same step with the same advice (a
-    re-run without the advice diverges where it did before)."""
-    if diverged is None:
-        return None
-    rollbacks = (results or {}).get(ROLLBACKS)
-    last = rollbacks[-1] if isinstance(rollbacks, list) and rollbacks else {}
-    if not isinstance(last, dict):
-        return diverged
-    if "divergence_id" in last or "id" in diverged:
-        done = last.get("divergence_id") == diverged.get("id")
-    else:  # both written before records had an id: its step and advice tell it, as they could
-        done = ((last.get("diverged_at"), last.get("retry_with"))
-                == (diverged.get("step"), diverged.get("retry_with")))
-    return None if done else diverged
-
-
-def pending_divergence(model_dir):
-    """diverged.json of the run in `model_dir` if it has not resumed past it yet (`pending`), or
-    None: for the export, the study and its report, which read no whole RunDir."""
-    return pending(_divergence_record(read_json(os.path.join(model_dir, DIVERGED))),
-                   read_json(os.path.join(model_dir, RESULTS)))
-
-
-def advised_flags(diverged):
-    """The `--flag=value` tokens of a divergence record's `retry with:` line, or []."""
-    advice = (diverged or {}).get("retry_with") or ""
-    return [t for t in str(advice).split() if t.startswith("--") and "=" in t]
-
-
-def retry_flags(model_dir):
-    """The `--flag=value` tokens of the run's `retry with:` line (diverged.json), or []: for the
-    study (resnet_nobn/study/advice.py), which reads no whole RunDir."""
-    return advised_flags(_divergence_record(read_json(os.path.join(model_dir, DIVERGED))))
-
-
-def write_divergence(model_dir, record):
-    """Writes diverged.json: `record` (resnet_nobn/training/rollback.py `divergence`), timed, with an
-    id of its own that the rollback past it records (`pending`)."""
-    atomic_write_json(os.path.join(model_dir, DIVERGED),
-                      dict(record, time=time.strftime("%Y-%m-%d %H:%M:%S"),
-                           id=uuid.uuid4().hex))
-
-
-def clear_divergence(model_dir):
-    """Deletes diverged.json (a run that trains on has resumed past it), if there is one."""
-    path = os.path.join(model_dir, DIVERGED)
-    if os.path.exists(path):
-        os.remove(path)
+def read_divergence(model_dir):
+    """diverged.json's divergence record in `model_dir`, or None (missing or damaged): for those
+    that read no whole RunDir (resnet_nobn/training/recovery.py)."""
+    return _divergence_record(read_json(os.path.join(model_dir, DIVERGED)))
 
 
 def set_aside(path):

@@ -4,8 +4,9 @@ happens (docs/architecture.md draws it): build, restore, begin, the loop, the en
 Its spokes each do one job and sequence nothing: where it trains (cluster.py), the run directory
 read once, written whole and locked (rundir.py), the start decided from it (resume.py), the
 compiled steps (steps.py), the checkpoints (checkpoints.py), results.json with the training log
-(results.py), a divergence's record and advice (rollback.py), the TensorBoard summaries
-(summaries.py, profiling.py) and the one line of a fault (failures.py).
+(results.py), the TensorBoard summaries (summaries.py, profiling.py) and the one line of a fault
+(failures.py). Recovery from a divergence is recovery.py's: the trainer records one and stops
+(`diverged`), and its start calls it to roll back past one (`begin`).
 """
 import contextlib
 import dataclasses
@@ -22,8 +23,8 @@ from resnet_nobn.data import inputs
 from resnet_nobn.errors import UserError
 from resnet_nobn.files import atomic_write_json
 from resnet_nobn.model import network as model_lib
-from resnet_nobn.training import (checkpoints, cluster, failures, profiling, provenance, resume,
-                               rollback, rundir, steps, summaries)
+from resnet_nobn.training import (checkpoints, cluster, failures, profiling, provenance,
+                                  recovery, resume, rundir, steps, summaries)
 from resnet_nobn.training.results import Results
 
 
@@ -201,9 +202,7 @@ class Trainer:
           1. an unreadable results.json of the run resumed is moved aside: killed after, the
              next start finds none, as this one goes on without it;
           2. a rollback past the pending divergence deletes the checkpoints after the one
-             restored (and their losses): killed after, diverged.json still says the run
-             diverged and results.json records no rollback, so the next start rolls back again
-             to the same checkpoint (only the deleted ones are gone);
+             restored (recovery.roll_back, which says why a kill anywhere there is safe);
           3. the checkpoint state file tracks the restorable checkpoints up to the one restored;
           4. results.json records the rollback and the settings this resume changes (and the
              images of an image folder: resnet_nobn/data/inputs.py `changes_since`), *before*
@@ -211,8 +210,7 @@ class Trainer:
              are allowed again and recorded once (the rollback is no longer pending: recorded);
              in the other order a kill would lose them;
           5. config.json says this run's settings;
-          6. diverged.json, resumed past, is deleted: killed before, results.json records its
-             rollback, so it is no longer pending and the next start deletes it;
+          6. diverged.json, resumed past, is deleted (recovery.clear_divergence);
           7. a new run saves its initialisation, ckpt-0 (a run diverging early restarts from it);
              killed before, the directory holds no checkpoint: a new run again.
 
@@ -229,28 +227,24 @@ class Trainer:
             rundir.set_aside(os.path.join(cfg.model_dir, rundir.RESULTS))  # 1
         if cfg.eval_only:
             return
-        rolled_back, changes = False, {}
+        rollback, changes = None, {}
         if restored is not None and self.chief:
-            rolled_back = self.plan.action == resume.ROLLBACK
             # the settings it changes, and the images of an image folder, recorded alike
             changes = {**self.plan.changes, **inputs.changes_since(self.input, run.results)}
-            if rolled_back:
-                gone = self.checkpoints.delete_after(restored.step, run.steps)  # 2
-                log(f"the run diverged at step {self.plan.diverged.get('step')}: resuming from "
-                    f"ckpt-{restored.step}, taken before the blow-up"
-                    + (f" (deleted {', '.join(f'ckpt-{s}' for s in gone)} after it)"
-                       if gone else ""), self.chief)
+            if self.plan.action == resume.ROLLBACK:
+                said, rollback = recovery.roll_back(self.plan.diverged, restored.step, run.steps,
+                                                    self.checkpoints.delete_after)  # 2
+                log(said, self.chief)
             self.checkpoints.track(restored.step)  # 3
-        changed = self.results.train_on(self.step, self.plan.diverged if rolled_back else None,
-                                        changes)
-        if changed or rolled_back:
+        changed = self.results.train_on(self.step, rollback, changes)
+        if changed or rollback:
             self.write_results(self.results.wall_before,  # 4
                                self.results.found.get("images_per_sec"))
         if self.chief:
             os.makedirs(cfg.model_dir, exist_ok=True)
             atomic_write_json(os.path.join(cfg.model_dir, rundir.CONFIG), cfg.to_json())  # 5
             if restored is not None:
-                rundir.clear_divergence(cfg.model_dir)  # 6
+                recovery.clear_divergence(cfg.model_dir)  # 6
         if restored is not None:
             log(f"resumed from {os.path.abspath(restored.path)} at step {self.step}", self.chief)
             if changed:
@@ -358,12 +352,10 @@ class Trainer:
             raise self.diverged("the weights")
 
     def diverged(self, what):
-        """The TrainingDiverged error of `what` become NaN/inf at this step (rollback.py: its
-        retry advice); the chief records it in diverged.json for the re-run."""
-        record, error = rollback.divergence(self.cfg, self.step, what, self.checkpoints.latest())
-        if self.chief and os.path.isdir(self.cfg.model_dir):
-            rundir.write_divergence(self.cfg.model_dir, record)
-        return error
+        """The TrainingDiverged error of `what` become NaN/inf at this step, with its `retry
+        with:` line; the chief records the divergence in diverged.json (recovery.py)."""
+        return recovery.record_divergence(self.cfg, self.step, what, self.checkpoints.latest(),
+                                          self.chief)
 
     def eval_due(self, step):
         due = step % self.cfg.eval_every == 0 or step == self.cfg.train_steps

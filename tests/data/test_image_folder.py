@@ -226,7 +226,7 @@ def test_what_a_resume_compares_of_the_image_folder(tmp_path):
     """The counts and the digests of the file lists (names and sizes) of each split, as far as the
     run's results.json records them: an older one without the record, or without the digests,
     resumes as before. Such a change is no setting a run followed the retry advice for."""
-    from resnet_nobn.study import advice
+    from resnet_nobn.training import recovery
     root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(2, 1))
     was = image_folder.record(root, image_folder.layout(root)[1])
     copy = str(shutil.copytree(root, tmp_path / "copy"))
@@ -238,7 +238,6 @@ def test_what_a_resume_compares_of_the_image_folder(tmp_path):
     assert image_folder.changes(was, now) == {"image_folder.train_files": [
         was["train_files"], now["train_files"]], "image_folder.test_files": [
         was["test_files"], now["test_files"]]}
-    from resnet_nobn.training import resume
     now = dict(root="/f", train_images=5, test_images=2, train_files="1" * 16,
                test_files="2" * 16, class_names=["a", "b"])
     assert image_folder.changes(now, dict(now)) == {}
@@ -249,8 +248,8 @@ def test_what_a_resume_compares_of_the_image_folder(tmp_path):
     assert image_folder.changes(dict(now, test_files="4" * 16), now) == {
         "image_folder.test_files": ["4" * 16, "2" * 16]}
     change = {"step": 4, "field": "image_folder.train_images", "from": 4, "to": 5}
-    assert not resume.advised(change)
-    assert advice.advised_flags({"resume_changes": [change]}) == []
+    assert not recovery.advised(change)
+    assert recovery.followed_flags({"resume_changes": [change]}) == []
 
 
 def test_an_image_replaced_by_another_of_the_same_name_and_size_is_a_change_of_its_pixels(

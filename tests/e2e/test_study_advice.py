@@ -256,56 +256,54 @@ def test_a_run_killed_while_saving_its_first_checkpoint_resumes_with_the_same_co
                                        dict(norm="batch", init="he"), dict(init="fixup")])
 def test_the_resume_rule_and_the_advice_reader_agree_on_every_retry_advice(tmp_path, overrides):
     """What resume.decide lets a diverged run's resume change (resnet_nobn/training/resume.py) is
-    what the study and the report read back from results.json as the advice it followed (advice.py),
-    for whatever advice the trainer gives (recipes.retry_remedy)."""
+    what the study and the report read back from results.json as the advice it followed
+    (recovery.followed_flags), for whatever advice the trainer gives (recovery.retry_remedy)."""
     import dataclasses
-    from resnet_nobn import recipes
-    from resnet_nobn.study import advice
-    from resnet_nobn.training import rundir
+    from resnet_nobn.training import recovery
     from resnet_nobn.config import SCIENTIFIC_FIELDS, config_diffs
     from helpers import tiny_config
     cfg = tiny_config(tmp_path / "run", train_steps=4, **overrides)
     os.makedirs(cfg.model_dir)
     json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
-    json.dump(dict(step=3, retry_with=recipes.retry_remedy(cfg)[0]),
+    json.dump(dict(step=3, retry_with=recovery.retry_remedy(cfg)[0]),
               open(os.path.join(cfg.model_dir, "diverged.json"), "w"))
-    advised = dict(t[2:].split("=", 1) for t in rundir.retry_flags(cfg.model_dir))
+    advised = dict(t[2:].split("=", 1) for t in recovery.retry_flags(cfg.model_dir))
     assert advised
     retried = dataclasses.replace(cfg, train_steps=8, **{
         k: type(getattr(cfg, k))(float(v)) for k, v in advised.items()})
     _, changes = check_model_dir(retried)  # accepted: the advice and a longer run
     results = dict(resume_changes=[dict(step=3, field=k, **{"from": there, "to": here})
                                    for k, (there, here) in changes.items()])  # as train.py writes
-    followed = dict(f[2:].split("=", 1) for f in advice.advised_flags(results))
+    followed = dict(f[2:].split("=", 1) for f in recovery.followed_flags(results))
     new = {k: v for k, v in advised.items() if float(v) != getattr(cfg, k)}  # not train_steps
     assert new and set(followed) == set(new)
     assert all(float(followed[k]) == float(v) for k, v in new.items())
-    started = advice.as_started(retried.to_json(), results)
+    started = recovery.as_started(retried.to_json(), results)
     assert config_diffs(started, cfg.to_json(), fields=SCIENTIFIC_FIELDS) == []
     # any other value of an advised setting is refused, naming the advice
     other = dataclasses.replace(retried, **{k: 2 * getattr(retried, k) + 1 for k in new})
     with pytest.raises(UserError, match="only the advised " + " ".join(
-            rundir.retry_flags(cfg.model_dir)).replace("+", r"\+") + " may change"):
+            recovery.retry_flags(cfg.model_dir)).replace("+", r"\+") + " may change"):
         check_model_dir(other)
 
 
 def test_a_retry_with_that_is_not_a_line_of_flags_is_no_advice(tmp_path):
-    from resnet_nobn.training import rundir
+    from resnet_nobn.training import recovery
     from helpers import tiny_config
     cfg = tiny_config(tmp_path / "run", train_steps=4)
     os.makedirs(cfg.model_dir)
     json.dump(cfg.to_json(), open(os.path.join(cfg.model_dir, "config.json"), "w"))
     json.dump(dict(step=3, retry_with=0.01),
               open(os.path.join(cfg.model_dir, "diverged.json"), "w"))
-    assert rundir.retry_flags(cfg.model_dir) == []
+    assert recovery.retry_flags(cfg.model_dir) == []
     with pytest.raises(UserError, match=r"learning_rate: 0.01 there, 0.02 here\); re-run"):
         check_model_dir(tiny_config(tmp_path / "run", train_steps=4, learning_rate=0.02))
 
 
 _KILLED_BEFORE_CLEARING = """
 import os, runpy, sys
-from resnet_nobn.training import rundir
-rundir.clear_divergence = lambda model_dir: os._exit(9)  # killed right there
+from resnet_nobn.training import recovery
+recovery.clear_divergence = lambda model_dir: os._exit(9)  # killed right there
 sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(sys.argv[0]))  # run/, as `python run/cifar_train.py` has it
 runpy.run_path(sys.argv[0], run_name="__main__")

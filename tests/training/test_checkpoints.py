@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from resnet_nobn.training import checkpoints, resume, rundir
+from resnet_nobn import files
+from resnet_nobn.training import checkpoints, recovery, rundir
 from resnet_nobn.training.trainer import Trainer
 from tests.helpers import tiny_config
 
@@ -24,8 +25,8 @@ def test_a_checkpoint_resumed_from_gets_the_loss_of_the_loop_after_it(tmp_path):
     assert sorted(losses) == [0, 2, 4, 6], losses
     # a divergence after ckpt-8 with ckpt-6 already on the way up: ckpt-4 is where to resume
     checkpoints.record_loss(ckpt, losses, 6, min(losses.values()) + 100.0)
-    rundir.atomic_write_json(os.path.join(tmp_path, rundir.DIVERGED), {"step": 9})
-    order, _ = resume.resume_order(rundir.read(str(tmp_path)), 10)
+    files.atomic_write_json(os.path.join(tmp_path, rundir.DIVERGED), {"step": 9})
+    order, _ = recovery.resume_order(rundir.read(str(tmp_path)), 10)
     assert [step for step, why in order if why is None] == [4, 2, 0], order
 
 
@@ -33,9 +34,9 @@ def test_a_nan_loss_of_the_initialisation_does_not_hide_a_later_blow_up():
     """Step 0's loss may be NaN (the first loop blew up; a retry resumes from it): min() over the
     losses then kept the NaN, and no later checkpoint was ever judged on the way up."""
     losses = {0: float("nan"), 100: 1.0, 200: 9.0}
-    assert resume.on_the_way_up(0, losses, 10) is None
-    assert resume.on_the_way_up(100, losses, 10) is None
-    assert "above the lowest 1" in resume.on_the_way_up(200, losses, 10)
+    assert recovery.on_the_way_up(0, losses, 10) is None
+    assert recovery.on_the_way_up(100, losses, 10) is None
+    assert "above the lowest 1" in recovery.on_the_way_up(200, losses, 10)
 
 
 def test_after_a_first_loop_divergence_and_its_retry_the_initialisation_has_a_finite_loss(

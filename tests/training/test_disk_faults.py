@@ -9,6 +9,7 @@ import shutil
 import pytest
 import tensorflow as tf
 
+from resnet_nobn import files
 from resnet_nobn.errors import UserError
 from resnet_nobn.training import results, rundir, trainer
 from tests.helpers import tiny_config
@@ -84,7 +85,7 @@ def test_a_full_disk_keeps_what_the_new_run_saved_and_names_the_disk(tmp_path, m
     assert cfg.model_dir in msg and "the disk mounted at" in msg, msg
     # step 2's checkpoint and results are kept: the run resumes from them
     assert os.path.exists(os.path.join(cfg.model_dir, "ckpt", "ckpt-2.index"))
-    assert rundir.read_json(os.path.join(cfg.model_dir, "results.json"))["global_step"] >= 2
+    assert files.read_json(os.path.join(cfg.model_dir, "results.json"))["global_step"] >= 2
     assert not [f for f in os.listdir(os.path.join(cfg.model_dir, "ckpt")) if "_temp" in f]
 
 
@@ -164,12 +165,12 @@ def test_a_model_dir_or_ckpt_that_is_a_broken_link_is_one_line(tmp_path, make, s
 
 def test_a_failed_atomic_write_keeps_the_earlier_file_and_leaves_no_temporary(tmp_path, monkeypatch):
     path = str(tmp_path / "results.json")
-    rundir.atomic_write_json(path, {"global_step": 2})
+    files.atomic_write_json(path, {"global_step": 2})
 
     def full(src, dst):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), src)
     monkeypatch.setattr(os, "replace", full)
     with pytest.raises(OSError):
-        rundir.atomic_write_json(path, {"global_step": 4})
-    assert rundir.read_json(path) == {"global_step": 2}
+        files.atomic_write_json(path, {"global_step": 4})
+    assert files.read_json(path) == {"global_step": 2}
     assert os.listdir(tmp_path) == ["results.json"]

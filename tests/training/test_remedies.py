@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from resnet_nobn.recipes import warmup_rule
+from resnet_nobn.training.recovery import warmup_rule
 from resnet_nobn.training.steps import adaptive_clip
 from resnet_nobn.training.trainer import Trainer
 from tests.helpers import run_cli, tiny_config
@@ -139,18 +139,18 @@ def test_a_diverged_run_following_a_remedy_resumes_from_its_newest_finite_checkp
     """With MEASURED saying `remedy` survived, the advice is that remedy at the measured rate; the
     run with it appended resumes from the checkpoint before the blow-up (here the
     initialisation) and trains; a warm-up follows its rule from there, on the global step."""
-    from resnet_nobn import recipes
+    from resnet_nobn.training import recovery
     from resnet_nobn.training import steps, trainer as train_lib
     from resnet_nobn.errors import TrainingDiverged
-    monkeypatch.setattr(recipes, "MEASURED", {(remedy, 9): {3: 10.0, 5: 10.0}})
+    monkeypatch.setattr(recovery, "MEASURED", {(remedy, 9): {3: 10.0, 5: 10.0}})
     kw = dict(train_steps=6, learning_rate=1e9, log_every=6, eval_every=6)
     with pytest.raises(TrainingDiverged) as diverged:
         train_lib.train(tiny_config(tmp_path, **kw))
     first, advice = str(diverged.value).splitlines()
-    assert recipes.REMEDIES[remedy][1] in first  # what the remedy changes, in one clause
+    assert recovery.REMEDIES[remedy][1] in first  # what the remedy changes, in one clause
     flags = dict(t[2:].split("=") for t in advice[len("retry with: "):].split())
-    expected = {k: str(recipes.warmup_rule(6) if v == recipes.WARMUP else v)
-                for k, v in recipes.REMEDIES[remedy][0].items()}
+    expected = {k: str(recovery.warmup_rule(6) if v == recovery.WARMUP else v)
+                for k, v in recovery.REMEDIES[remedy][0].items()}
     assert flags == {**expected, "learning_rate": "0.05"}
     resumed = tiny_config(tmp_path, **{**kw, **{k: type(getattr(tiny_config(tmp_path), k))(v)
                                                  for k, v in flags.items()}})
@@ -164,7 +164,7 @@ def test_a_diverged_run_following_a_remedy_resumes_from_its_newest_finite_checkp
 
 
 def test_the_docs_remedies_tables_are_the_rendering_of_the_measured_table():
-    """docs/stability.md's remedies tables come from recipes.MEASURED, their one source."""
+    """docs/stability.md's remedies tables come from recovery.MEASURED, their one source."""
     import os
     import subprocess
     import sys
@@ -181,32 +181,32 @@ def test_the_docs_remedies_tables_are_the_rendering_of_the_measured_table():
 def test_a_remedy_that_diverged_at_any_measured_depth_has_not_survived(monkeypatch):
     """A seed that diverged at 3 blocks per stage rules the remedy out at 9 as well (the sweep's
     rule: a remedy survives only if no seed diverges); one seed alone never counts."""
-    from resnet_nobn import recipes
-    monkeypatch.setattr(recipes, "MEASURED", {
+    from resnet_nobn.training import recovery
+    monkeypatch.setattr(recovery, "MEASURED", {
         ("paper_warmup", 3): {3: 15.0, 5: "NaN @300"}, ("paper_warmup", 9): {3: 12.0, 5: 13.0},
         ("paper_agc", 3): {3: 17.0, 5: 17.5}, ("paper_agc", 9): {3: 17.0, 5: 16.0},
         ("paper_clip1", 9): {3: 14.0}})
-    assert not recipes.survived("paper_warmup", 9) and not recipes.survived("paper_warmup", 1)
-    assert recipes.survived("paper_agc", 9) and recipes.survived("paper_agc", 1)
-    assert not recipes.survived("paper_clip1", 9)
+    assert not recovery.survived("paper_warmup", 9) and not recovery.survived("paper_warmup", 1)
+    assert recovery.survived("paper_agc", 9) and recovery.survived("paper_agc", 1)
+    assert not recovery.survived("paper_clip1", 9)
     deep = tiny_config("/x", blocks_per_stage=(9, 9, 9), train_steps=1500, lr_boundaries=(750, 1250))
-    assert recipes.retry_advice(deep) == "--agc=0.16"
+    assert recovery.retry_advice(deep) == "--agc=0.16"
 
 
 def test_the_measured_runs_length_is_recorded_and_one(tmp_path):
     """The advice says how long its measured runs trained (measured_remedies.json `steps`); runs
     of another length are refused into the file, which is left as it was."""
     import shutil
-    from resnet_nobn import recipes
+    from resnet_nobn.training import recovery
     from bench import remedies
     path = str(tmp_path / "measured.json")
-    shutil.copy(recipes.MEASURED_FILE, path)
+    shutil.copy(recovery.MEASURED_FILE, path)
     before = open(path).read()
     with pytest.raises(SystemExit, match="holds runs of 1500 steps, these ran 6000"):
         remedies.write({("bn", 3): {7: 9.0}}, 6000, path)
     assert open(path).read() == before
     remedies.write({("bn", 3): {7: 9.0}}, 1500, path)
-    measured, steps = recipes.read_measured(path)
+    measured, steps = recovery.read_measured(path)
     assert steps == 1500 and measured[("bn", 3)] == {7: 9.0}
     deep = tiny_config("/x", blocks_per_stage=(9, 9, 9), train_steps=1500, lr_boundaries=(750, 1250))
-    assert f"after {recipes.MEASURED_STEPS:,} steps" in recipes.retry_remedy(deep)[1]
+    assert f"after {recovery.MEASURED_STEPS:,} steps" in recovery.retry_remedy(deep)[1]

@@ -7,9 +7,10 @@ import shutil
 
 import pytest
 
+from resnet_nobn import files
 from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.study import launcher, report
-from resnet_nobn.training import rundir, trainer
+from resnet_nobn.training import recovery, rundir, trainer
 from tests.helpers import poison_optimizer_slots, tiny_config
 
 
@@ -40,7 +41,7 @@ def test_a_run_without_config_json_resumes_only_with_the_settings_its_checkpoint
     # with the run's own settings it resumes, and config.json is written again
     results = trainer.train(tiny_config(d, train_steps=6, checkpoint_every=2, eval_every=2))
     assert results["global_step"] == 6 and results["config"]["batch_size"] == 8
-    assert rundir.read_json(os.path.join(d, "config.json"))["batch_size"] == 8
+    assert files.read_json(os.path.join(d, "config.json"))["batch_size"] == 8
 
 
 def test_nan_in_the_optimizer_state_alone_is_a_damaged_checkpoint_not_a_divergence(
@@ -62,15 +63,15 @@ def test_nan_in_the_optimizer_state_alone_is_a_damaged_checkpoint_not_a_divergen
                                      '{"step": "x"}'])
 def test_a_diverged_json_that_is_no_record_marks_nothing_diverged(finished, tmp_path, garbage):
     d = _copy(finished, tmp_path)
-    results = rundir.read_json(os.path.join(d, "results.json"))
+    results = files.read_json(os.path.join(d, "results.json"))
     results["global_step"] = 2  # a partial run: it has not reached train_steps
-    rundir.atomic_write_json(os.path.join(d, "results.json"), results)
+    files.atomic_write_json(os.path.join(d, "results.json"), results)
     with open(os.path.join(d, rundir.DIVERGED), "w") as f:
         f.write(garbage)
-    assert rundir.pending_divergence(d) is None
+    assert recovery.pending_divergence(d) is None
     (run,) = report.load_runs(str(tmp_path))
     assert run["status"] == "partial" and run["diverged"] is None
     assert "Diverged" not in report.markdown_table(report.summarize([run]))
     cfg = tiny_config(d, train_steps=4, checkpoint_every=2, eval_every=2)
     assert launcher.run_state(cfg) == "partial"
-    assert json.loads(json.dumps(rundir.retry_flags(d))) == []
+    assert json.loads(json.dumps(recovery.retry_flags(d))) == []

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from resnet_nobn.data import cifar
-from resnet_nobn.training import checkpoints, resume, rundir
+from resnet_nobn import files
+from resnet_nobn.training import checkpoints, recovery, rundir
 from resnet_nobn.training.steps import bound_gradients, global_gradient
 from resnet_nobn.training.trainer import Trainer
 from tests.helpers import tiny_config
@@ -86,19 +87,19 @@ def test_a_checkpoint_on_the_way_to_a_blow_up_is_not_resumed_from(tmp_path):
     for step, loss in ((0, 2.3), (100, 1.2), (200, 0.9), (300, 4.5), (400, float("nan"))):
         losses = checkpoints.record_loss(ckpt, losses, step, loss)
     assert rundir.read(model_dir).losses.keys() == losses.keys()
-    assert resume.on_the_way_up(200, losses, 10) is None
-    assert "above the lowest" in resume.on_the_way_up(300, losses, 10)  # 4.5 > 0.9 + ln 10
-    assert "nan" in resume.on_the_way_up(400, losses, 10)
-    assert resume.on_the_way_up(0, {}, 10) is None and resume.on_the_way_up(100, {}, 10)
+    assert recovery.on_the_way_up(200, losses, 10) is None
+    assert "above the lowest" in recovery.on_the_way_up(300, losses, 10)  # 4.5 > 0.9 + ln 10
+    assert "nan" in recovery.on_the_way_up(400, losses, 10)
+    assert recovery.on_the_way_up(0, {}, 10) is None and recovery.on_the_way_up(100, {}, 10)
     for step in (0, 200, 300):
         for suffix in ("index", "data-00000-of-00001"):
             open(os.path.join(ckpt, f"ckpt-{step}.{suffix}"), "w").close()
     os.remove(os.path.join(ckpt, "ckpt-0.index"))
     assert rundir.steps_on_disk(ckpt) == [300, 200, 0]
-    order, diverged = resume.resume_order(rundir.read(model_dir), 10)
+    order, diverged = recovery.resume_order(rundir.read(model_dir), 10)
     assert diverged is None and order == [(300, None), (200, None), (0, "its .index file is missing")]
-    rundir.atomic_write_json(os.path.join(model_dir, rundir.DIVERGED), {"step": 412})
-    order, diverged = resume.resume_order(rundir.read(model_dir), 10)
+    files.atomic_write_json(os.path.join(model_dir, rundir.DIVERGED), {"step": 412})
+    order, diverged = recovery.resume_order(rundir.read(model_dir), 10)
     assert diverged["step"] == 412 and order[0][1] is not None and order[1] == (200, None)
     gone, kept = checkpoints.delete_after(ckpt, 200, rundir.steps_on_disk(ckpt), losses)
     assert gone == [300] and rundir.steps_on_disk(ckpt) == [200, 0]
@@ -109,30 +110,29 @@ def test_retry_advice_takes_the_least_invasive_remedy_that_survived_in_the_measu
         monkeypatch):
     """The order is REMEDIES' (the start or each unit's step, then the whole gradient), read
     through MEASURED: a remedy counts only with two seeds or more and none diverged."""
-    from resnet_nobn import recipes
 
     def advice(**kw):
-        tokens = recipes.retry_advice(tiny_config("/x", **kw)).split()
+        tokens = recovery.retry_advice(tiny_config("/x", **kw)).split()
         return dict(t[2:].split("=") for t in tokens)
 
     def flags(name, warmup):
-        return {k: str(warmup if v == recipes.WARMUP else v)
-                for k, v in recipes.REMEDIES[name][0].items()}
+        return {k: str(warmup if v == recovery.WARMUP else v)
+                for k, v in recovery.REMEDIES[name][0].items()}
 
     deep = dict(blocks_per_stage=(9, 9, 9), learning_rate=0.05, train_steps=1500,
                 lr_boundaries=(750, 1250))
-    order = list(recipes.REMEDIES)
+    order = list(recovery.REMEDIES)
     for i, name in enumerate(order):  # every remedy before `name` failed in its own way
         failed = [{3: 10.0, 5: "NaN @200"}, {3: 10.0}, {}]  # a seed diverged; one seed; none
         table = {(n, 9): failed[j % 3] for j, n in enumerate(order[:i])}
         table.update({(n, 9): {3: 10.0, 5: 11.0} for n in order[i:]})
-        monkeypatch.setattr(recipes, "MEASURED", table)
+        monkeypatch.setattr(recovery, "MEASURED", table)
         assert advice(**deep) == flags(name, warmup=375), name
         if name == "paper_agc":  # the run already had it: the next one; too fast: the rate too
-            assert advice(agc=recipes.AGC, **deep) == flags(order[i + 1], warmup=375)
+            assert advice(agc=recovery.AGC, **deep) == flags(order[i + 1], warmup=375)
             assert advice(**{**deep, "learning_rate": 0.2}) == {**flags(name, 0),
                                                                  "learning_rate": "0.05"}
-    monkeypatch.setattr(recipes, "MEASURED", {(n, 9): {3: 10.0, 5: "NaN @90"} for n in order})
+    monkeypatch.setattr(recovery, "MEASURED", {(n, 9): {3: 10.0, 5: "NaN @90"} for n in order})
     assert advice(**deep) == {"learning_rate": "0.02"}  # none survived: a lower rate
     tried = advice(clip_norm=1.0, **deep)
     assert float(tried["learning_rate"]) <= 0.02 and float(tried["clip_norm"]) == 0.5
@@ -144,41 +144,39 @@ def test_retry_advice_is_the_best_measured_survivor_or_a_less_invasive_one_close
     """Among the remedies that survived, the lowest mean test error wins; a less invasive one
     (earlier in REMEDIES) is taken instead only within CLOSE points of it; the line says what the
     remedy ended at and the BN twin's mean."""
-    from resnet_nobn import recipes
     deep = tiny_config("/x", blocks_per_stage=(9,) * 3, learning_rate=0.05)
     table = {("bn", 9): {3: 9.0, 5: 9.4}, ("paper_agc", 9): {3: 17.0, 5: 17.0},
              ("paper_lr0.02", 9): {3: 15.6, 5: 15.6}, ("paper_clip1", 9): {3: 14.5, 5: 14.7},
              ("paper_warmup", 9): {3: 12.0, 5: "NaN @300"}}
-    monkeypatch.setattr(recipes, "MEASURED", table)
-    flags, change = recipes.retry_remedy(deep)
+    monkeypatch.setattr(recovery, "MEASURED", table)
+    flags, change = recovery.retry_remedy(deep)
     assert flags == "--clip_norm=1.0"  # 14.6 beats 15.6 and 17.0; the warm-up diverged
     assert change.endswith("14.6% at 9 blocks per stage, BN twin 9.2%)"), change
     table[("paper_lr0.02", 9)] = {3: 15.0, 5: 15.1}  # within 0.5 of the clip: less invasive
-    assert recipes.retry_remedy(deep)[0] == "--learning_rate=0.02"
+    assert recovery.retry_remedy(deep)[0] == "--learning_rate=0.02"
     already = tiny_config("/x", blocks_per_stage=(9,) * 3, learning_rate=0.02)
-    assert recipes.retry_remedy(already)[0] == "--clip_norm=1.0"  # it has that rate already
+    assert recovery.retry_remedy(already)[0] == "--clip_norm=1.0"  # it has that rate already
     slow = tiny_config("/x", blocks_per_stage=(9,) * 3, learning_rate=0.01)
-    assert recipes.retry_remedy(slow)[0] == "--clip_norm=1.0"  # a remedy never raises the rate
+    assert recovery.retry_remedy(slow)[0] == "--clip_norm=1.0"  # a remedy never raises the rate
 
 
 def test_retry_advice_on_the_measured_table_is_its_best_survivor():
-    from resnet_nobn import recipes
     for blocks in (1, 3, 9):
         cfg = tiny_config("/x", blocks_per_stage=(blocks,) * 3, learning_rate=0.05)
-        survivors = {n: recipes.mean_error(n, blocks) for n in recipes.REMEDIES
-                     if recipes.survived(n, blocks)}
-        flags, change = recipes.retry_remedy(cfg)
+        survivors = {n: recovery.mean_error(n, blocks) for n in recovery.REMEDIES
+                     if recovery.survived(n, blocks)}
+        flags, change = recovery.retry_remedy(cfg)
         if not survivors:
             assert flags.startswith("--learning_rate=") and change.startswith("lowers the rate")
             continue
-        name = next(n for n in recipes.REMEDIES if n in survivors and
-                    survivors[n] <= min(survivors.values()) + recipes.CLOSE)
-        assert change.startswith(recipes.REMEDIES[name][1])
-        assert {t.split("=")[0][2:] for t in flags.split()} == set(recipes.REMEDIES[name][0])
+        name = next(n for n in recovery.REMEDIES if n in survivors and
+                    survivors[n] <= min(survivors.values()) + recovery.CLOSE)
+        assert change.startswith(recovery.REMEDIES[name][1])
+        assert {t.split("=")[0][2:] for t in flags.split()} == set(recovery.REMEDIES[name][0])
 
 
 def test_retry_advice_for_the_other_nets_lowers_the_rate_never_raising_it():
-    from resnet_nobn.recipes import retry_advice
+    from resnet_nobn.training.recovery import retry_advice
 
     def advice(**kw):
         return dict(t[2:].split("=") for t in retry_advice(tiny_config("/x", **kw)).split())

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from resnet_nobn.errors import UserError
-from resnet_nobn.training import resume, rundir
+from resnet_nobn.training import recovery, resume, rundir
 from resnet_nobn.training.rundir import RunDir
 from tests.helpers import ROOT, tiny_config
 
@@ -89,7 +89,7 @@ def test_a_new_divergence_where_the_last_one_was_is_pending_though_its_rollback_
     """A re-run without the advice rolls back and, trained alike, diverges at the same step with
     the same advice: by step and advice alone its record read as the last rollback's, so the
     advised re-run resumed from the checkpoint on the way up that the first rollback skipped.
-    diverged.json's id (rundir.write_divergence), which the rollback records, tells them apart;
+    diverged.json's id (recovery.write_divergence), which the rollback records, tells them apart;
     records of before the id are told by step and advice, as they were."""
     cfg = _cfg(train_steps=8)
     advice = "--learning_rate=0.005"
@@ -105,7 +105,7 @@ def test_a_new_divergence_where_the_last_one_was_is_pending_though_its_rollback_
         assert [s for s, why in plan.order if why is None] == ([0] if action == resume.ROLLBACK
                                                                 else [8, 0])
     old = {k: v for k, v in rolled.items() if k != "divergence_id"}  # both without an id
-    assert rundir.pending({"step": 9, "retry_with": advice}, {"rollbacks": [old]}) is None
+    assert recovery.pending({"step": 9, "retry_with": advice}, {"rollbacks": [old]}) is None
 
 
 def test_a_checkpoint_without_its_index_file_is_skipped_with_the_reason():

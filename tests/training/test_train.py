@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from resnet_nobn import files
 from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.training import trainer as train_lib
 from resnet_nobn.training.steps import learning_rate
@@ -223,7 +224,7 @@ def test_every_setting_is_either_fixed_or_allowed_to_change_on_resume(tmp_path):
     assert set(SCIENTIFIC_FIELDS) <= set(REFUSED_ON_RESUME) | set(FIXED_WITH_THE_DATA)
     assert set(FIXED_WITH_THE_DATA) <= set(SCIENTIFIC_FIELDS)
     cfg = tiny_config(tmp_path, init="skipinit")  # a net with scalars, for --scalar_lr_factor
-    rundir.atomic_write_json(str(tmp_path / "config.json"), cfg.to_json())
+    files.atomic_write_json(str(tmp_path / "config.json"), cfg.to_json())
     for name, value in REFUSED_ON_RESUME.items():
         with pytest.raises(UserError, match=f"{name}: "):
             check_model_dir(dataclasses.replace(cfg, **{name: value}))
