@@ -17,7 +17,7 @@ float32 convolutions on TF32 tensor cores where there are some, so the fraction 
 that peak suggests. On a CPU the peak is unknown unless given.
 
 `--backend=jax` times the same network under Keras' JAX backend, on a machine with or without
-TensorFlow: the step of bench/jax_study.py (`KerasRun`: the cross-entropy plus the weight decay,
+TensorFlow: the step of experiments/stability/jax_study.py (`KerasRun`: the cross-entropy plus the weight decay,
 the gradient, Keras' SGD with momentum, in train/steps.py's order), jitted, on random images drawn
 on the device; float32 or bfloat16 (float16 needs the TensorFlow trainer's loss scaling).
 """
@@ -67,10 +67,10 @@ def measure(cfg, steps):
 
 def measure_jax(cfg, steps):
     """(seconds of one training step of `cfg` under Keras' JAX backend, the device's name): the
-    step of bench/jax_study.py, jitted; one call compiles and warms up, then `steps` are timed."""
+    step of experiments/stability/jax_study.py, jitted; one call compiles and warms up, then `steps` are timed."""
     import jax
     import keras
-    from bench.jax_study import KerasRun
+    from experiments.stability.jax_study import KerasRun
 
     if cfg.mixed_precision != "float32":
         keras.mixed_precision.set_dtype_policy(f"mixed_{cfg.mixed_precision}")
@@ -105,7 +105,7 @@ def main():
     parser.add_argument("--blocks", type=int, default=None, help="default: Table 1's 9 per stage")
     parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow",
                         help="tensorflow: the trainer's own loop; jax: the network under Keras' "
-                        "JAX backend, bench/jax_study.py's step (no TensorFlow needed)")
+                        "JAX backend, experiments/stability/jax_study.py's step (no TensorFlow needed)")
     args = parser.parse_args()
     if args.steps < 1 or args.batch_size < 1:
         raise SystemExit("error: --steps and --batch_size must be at least 1")

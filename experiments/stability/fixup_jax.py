@@ -1,4 +1,4 @@
-"""Fixup's CIFAR ResNet and its SGD step, written again in JAX, for bench/fixup_parity.py.
+"""Fixup's CIFAR ResNet and its SGD step, written again in JAX, for experiments/stability/fixup_parity.py.
 
 An independent implementation of what Fixup's reference code (hongyi-zhang/Fixup,
 cifar/models/fixup_resnet_cifar.py and cifar/cifar_train.py; Zhang et al. 2019) computes: its own

@@ -1,5 +1,5 @@
 """Is it the harness? Fixup trained by the project and by an independent JAX implementation of its
-reference code (bench/fixup_jax.py), from the same initial weights on the same batches.
+reference code (experiments/stability/fixup_jax.py), from the same initial weights on the same batches.
 
 The project's side is its real training step: resnet_nobn.training.steps.build and build_train_loop,
 one step per call, with `--init=fixup` (Fixup as its reference code builds it, lr/10 for the
@@ -10,14 +10,14 @@ largest difference of every variable after the run (absolute and relative to the
 largest magnitude), and a verdict.
 
     python run/prepare_data.py --dataset=fashion_mnist --data_dir=/tmp/fmnist
-    python bench/fixup_parity.py --data_dir=/tmp/fmnist            # 20 steps at rate 0.1
-    python bench/fixup_parity.py --data_dir=/tmp/fmnist --long     # 1,500 steps
+    python experiments/stability/fixup_parity.py --data_dir=/tmp/fmnist            # 20 steps at rate 0.1
+    python experiments/stability/fixup_parity.py --data_dir=/tmp/fmnist --long     # 1,500 steps
 
 `--long` runs both for the full schedule (1,500 steps, the rate /10 at 750 and 1,250), printing
 both losses every 50 steps and the step where either first goes non-finite. Without --data_dir the
 project's synthetic data (one random batch, repeated). The JAX side's switches (--shortcut,
 --padding, --decayed, --momentum_form) default to the harness's settings; the reference's are
-`--shortcut=reference --padding=symmetric --decayed=all --momentum_form=torch` (bench/fixup_jax.py):
+`--shortcut=reference --padding=symmetric --decayed=all --momentum_form=torch` (experiments/stability/fixup_jax.py):
 the first two make another network, the third another step, and the fourth the same steps while
 the rate is constant (not across a rate change).
 """
@@ -28,8 +28,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import fixup_jax  # noqa: E402
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+from experiments.stability import fixup_jax  # noqa: E402
 
 BOUNDARIES = (750, 1250)  # --long's schedule: the issue's 1,500 steps, /10 at 750 and 1,250
 LONG_STEPS, LONG_EVERY = 1500, 50
@@ -89,7 +89,7 @@ class Project:
 
 
 class Independent:
-    """The JAX implementation (bench/fixup_jax.py) from the project's initial weights."""
+    """The JAX implementation (experiments/stability/fixup_jax.py) from the project's initial weights."""
 
     def __init__(self, weights, arch, opts, learning_rate):
         self.params, self.velocity = fixup_jax.start(weights, arch)

@@ -1,7 +1,7 @@
 """The stability study's runs of the project's network under Keras' JAX backend, for a GPU
 machine without TensorFlow (docs/stability.md, "Longer and wider, on a GPU").
 
-    KERAS_BACKEND=jax python bench/jax_study.py --data=DIR --plan=PLAN.json --out=OUT [--shard=I/N]
+    KERAS_BACKEND=jax python experiments/stability/jax_study.py --data=DIR --plan=PLAN.json --out=OUT [--shard=I/N]
 
 What is the project's here, and what is not:
 - the network, its initialisation and weight decay: `resnet_nobn.build_model` (model/network.py),
@@ -17,7 +17,7 @@ What is the project's here, and what is not:
   per-image standardisation with tf.image.per_image_standardization's formula, or the training
   split's mean and std), with JAX's random numbers: the same distribution, not the same batches.
   The random head and the initial weights are drawn by Keras' JAX random numbers, not TensorFlow's.
-- `"net": "fixup_ref"` runs the independent JAX Fixup of bench/fixup_jax.py (its `Options`: the
+- `"net": "fixup_ref"` runs the independent JAX Fixup of experiments/stability/fixup_jax.py (its `Options`: the
   reference code's shortcut, padding, weight decay and momentum form) from the project's Fixup's
   initial weights.
 - `"mixup": alpha` (not with fixup_ref; Zhang et al. 2018; Fixup's reference code's default, alpha 1): each batch mixed
@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 LOG_EVERY = 10
 SIZE = 32
@@ -264,12 +264,12 @@ def batch_step(runner, run, x_train, y_train, standardize):
 
 
 def make_reference(cfg, train, run):
-    """bench/fixup_jax.py's independent Fixup, started from the project's Fixup's weights."""
+    """experiments/stability/fixup_jax.py's independent Fixup, started from the project's Fixup's weights."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fixup_jax  # bench/, beside this file
+    import fixup_jax  # experiments/stability/, beside this file
     import jax.numpy as jnp
     if run.get("mixup"):
-        raise ValueError(f"{run['name']}: fixup_ref's step (bench/fixup_jax.py) takes one label "
+        raise ValueError(f"{run['name']}: fixup_ref's step (experiments/stability/fixup_jax.py) takes one label "
                          "per image; run it without mixup")
     arch = fixup_jax.Arch(widths=cfg.widths, blocks=run["blocks"])
     opts = fixup_jax.Options(leakiness=0.0, weight_decay=train.weight_decay,

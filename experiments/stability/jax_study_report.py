@@ -1,7 +1,7 @@
-"""The tables of bench/jax_study.py's runs: each condition's test error per seed, and gaps paired
+"""The tables of experiments/stability/jax_study.py's runs: each condition's test error per seed, and gaps paired
 by image (docs/stability.md, "Longer, on a GPU").
 
-    python bench/jax_study_report.py --results=docs/results/stability_gpu.json \
+    python experiments/stability/jax_study_report.py --results=docs/results/stability_gpu.json \
         [--pairs=conf6000_paper_clip1:conf6000_bn_lr0.1,...]
 
 A condition is a run's name without its `_s<seed>` ending. Per condition: the test error of every
@@ -10,7 +10,7 @@ standard deviation and the 95% Student t interval of the mean over the finished 
 (resnet_nobn/study/stats.py `mean_interval`, as the study's report: cut to [0, 100], which the t
 interval of two or three seeds can reach past, and the table's note says so). Per pair A:B: the
 gap in test error over the seeds that finished on both sides, paired by image on the 10,000 test
-images (resnet_nobn/study/stats.py `paired_interval`, as bench/paired_gap.py) and over those
+images (resnet_nobn/study/stats.py `paired_interval`, as experiments/stability/paired_gap.py) and over those
 seeds.
 """
 import argparse
@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 from jax_study import correct_of  # noqa: E402
 from resnet_nobn.study.stats import mean_interval, paired_interval, seed_interval  # noqa: E402
 
@@ -70,7 +70,7 @@ def gap(a, b):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", required=True, help="bench/jax_study.py's records (JSON list)")
+    parser.add_argument("--results", required=True, help="experiments/stability/jax_study.py's records (JSON list)")
     parser.add_argument("--pairs", default="", help="A:B,... conditions to compare (A minus B)")
     args = parser.parse_args()
     with open(args.results) as f:

@@ -7,7 +7,7 @@ went non-finite (its diverged.json). `pooled_spread` is the between-image standa
 pooled features over the batch, averaged over features and divided by their mean magnitude;
 `logit_norm` the root-mean-square logit (docs/training.md).
 
-    python bench/mechanism.py --runs=paper:/runs/a,Fixup:/runs/b --figure=docs/mechanism.png
+    python experiments/stability/mechanism.py --runs=paper:/runs/a,Fixup:/runs/b --figure=docs/results/mechanism.png
 """
 import json
 import os
@@ -15,7 +15,7 @@ import sys
 
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 from resnet_nobn import cli  # noqa: E402
 from resnet_nobn.study import events  # noqa: E402  (no TensorFlow)
 

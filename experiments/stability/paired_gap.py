@@ -9,7 +9,7 @@ over the images, and its interval the paired Student t interval over the images:
 of test images leaves uncertain, for these seeds. With two or more seeds on each side the
 per-seed gaps and their t interval over seeds are printed too.
 
-    python bench/paired_gap.py --a=/runs/clip_s3,/runs/clip_s5 --b=/runs/bn_s3,/runs/bn_s5 \
+    python experiments/stability/paired_gap.py --a=/runs/clip_s3,/runs/clip_s5 --b=/runs/bn_s3,/runs/bn_s5 \
         --data_dir=/tmp/fmnist --json=/tmp/gap.json
 """
 import os
@@ -18,7 +18,7 @@ import sys
 import numpy as np
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 from resnet_nobn import cli  # noqa: E402
 from resnet_nobn.files import atomic_write_json  # noqa: E402
 from resnet_nobn.study.stats import paired_interval, seed_interval  # noqa: E402

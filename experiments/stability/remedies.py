@@ -4,15 +4,15 @@ resnet_nobn/measured_remedies.json (recipes.MEASURED, which the retry advice rea
 
     # the runs (schedule-shaped, 1,500 steps, batch 128; the paper's rate 0.05 unless a row
     # lowers it), e.g.
-    python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/exp --long --schedule \
+    python experiments/stability/stability.py --data_dir=/tmp/fmnist --root=/tmp/exp --long --schedule \
         --blocks=9 --nets=bn,paper_advice,paper_agc --seeds=3,5 --learning_rate=0.05 \
         --steps=1500 --batch_size=128
-    python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/exp --long --schedule \
+    python experiments/stability/stability.py --data_dir=/tmp/fmnist --root=/tmp/exp --long --schedule \
         --blocks=9 --nets=paper --seeds=3,5 --learning_rate=0.02 --steps=1500 --batch_size=128
     # their entries, printed; with --write, merged into resnet_nobn/measured_remedies.json
-    python bench/remedies.py --from_runs=/tmp/exp --blocks=9 --seeds=3,5 --write
+    python experiments/stability/remedies.py --from_runs=/tmp/exp --blocks=9 --seeds=3,5 --write
     # the markdown tables of docs/stability.md
-    python bench/remedies.py
+    python experiments/stability/remedies.py
 """
 import argparse
 import json
@@ -21,7 +21,7 @@ import re
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resnet_nobn import recipes  # noqa: E402
 from resnet_nobn.recipes import MEASURED, REMEDIES, warmup_rule  # noqa: E402
@@ -37,7 +37,7 @@ LABELS = {"bn": "the BN twin (`--norm=batch --init=he`)",
 
 
 def run_of(net):
-    """(the bench/stability.py net, the rate) a row's runs were made with: a lower rate is the
+    """(the experiments/stability/stability.py net, the rate) a row's runs were made with: a lower rate is the
     paper's net run at it."""
     rate = REMEDIES.get(net, ({},))[0].get("learning_rate")
     return ("paper", rate) if rate else (net, recipes.MEASURED_RATE)

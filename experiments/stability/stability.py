@@ -13,11 +13,11 @@ its name does not say them) is refused before anything trains, as are flags that
 the last `error:` line of its train.log, and the script then exits with status 1.
 
     python run/prepare_data.py --dataset=fashion_mnist --data_dir=/tmp/fmnist
-    python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/stability --blocks=1,9
-    python bench/stability.py --root=/tmp/stability --report --figure=docs/stability.png
-    python bench/stability.py --data_dir=/tmp/fmnist --root=/tmp/long --long --blocks=9 \
+    python experiments/stability/stability.py --data_dir=/tmp/fmnist --root=/tmp/stability --blocks=1,9
+    python experiments/stability/stability.py --root=/tmp/stability --report --figure=docs/results/stability.png
+    python experiments/stability/stability.py --data_dir=/tmp/fmnist --root=/tmp/long --long --blocks=9 \
         --nets=paper_clip1,bn --seeds=0,1 --learning_rate=0.05,0.1 --steps=1500 --batch_size=32
-    python bench/stability.py --root=/tmp/long --long --report --blocks=9 --nets=paper_clip1,bn \
+    python experiments/stability/stability.py --root=/tmp/long --long --report --blocks=9 --nets=paper_clip1,bn \
         --seeds=0,1 --learning_rate=0.05,0.1 --steps=1500
 
 `--long` trains each net for --steps steps at each rate and seed, tested on the whole test split;
@@ -32,7 +32,7 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 from resnet_nobn.cli import flag_text  # noqa: E402  (none imports TensorFlow)
 from resnet_nobn.recipes import REMEDIES, WARMUP, warmup_rule  # noqa: E402

@@ -2,9 +2,9 @@
 time, each in a copy of the repository (the worktree is never touched); a bug is *caught* when the
 report exits non-zero through a fatal row (a FAILED: line) without a Python traceback.
 
-    python bench/theory_mutations.py [--jobs 2] [--only NAME,...] [--out docs/theory_mutations.json]
+    python experiments/theory/theory_mutations.py [--jobs 2] [--only NAME,...] [--out docs/results/theory_mutations.json]
 
-Every mutation (bench/theory_bugs.json) is a name, a file under theory/, an exact text, its
+Every mutation (experiments/theory/theory_bugs.json) is a name, a file under theory/, an exact text, its
 replacement and what the bug is.  The text must occur exactly once (else the campaign stops: a
 mutation that applies to nothing proves nothing).  Prints one line per mutation as it finishes
 and a summary table (markdown).
@@ -19,12 +19,12 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 from resnet_nobn.files import atomic_write_json  # noqa: E402
-# The plausible bugs (bench/theory_bugs.json): name, file under theory/, exact text, replacement,
+# The plausible bugs (experiments/theory/theory_bugs.json): name, file under theory/, exact text, replacement,
 # what the bug is, and the part of the paper it breaks.
-with open(os.path.join(REPO, "bench", "theory_bugs.json"), encoding="utf-8") as _f:
+with open(os.path.join(REPO, "experiments", "theory", "theory_bugs.json"), encoding="utf-8") as _f:
     MUTATIONS = [(m["name"], m["file"], m["text"], m["replacement"], m["bug"]) for m in json.load(_f)]
 
 

@@ -1,4 +1,4 @@
-"""bench/fixup_parity.py: the project's Fixup and an independent JAX implementation of its
+"""experiments/stability/fixup_parity.py: the project's Fixup and an independent JAX implementation of its
 reference code, from the same weights on the same batches, agree to float tolerance; and the
 comparison sees a project whose Fixup trains its scalars at another rate, or a JAX side switched to
 the reference's shortcut."""
@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bench import fixup_jax, fixup_parity
+from experiments.stability import fixup_jax, fixup_parity
 
 TINY = dict(widths=(8, 16, 32), blocks=1, batch_size=16, learning_rate=0.1, seed=3)
 
@@ -31,7 +31,7 @@ def test_losses_and_weights_agree_after_20_steps(parity):
 
 
 def test_a_project_with_its_scalars_at_the_full_rate_disagrees():
-    """The project's scalars at lr (not lr/10) against the JAX side's lr/10: the bench says so."""
+    """The project's scalars at lr (not lr/10) against the JAX side's lr/10: the experiment says so."""
     cfg = fixup_parity.project_config(**TINY, scalar_lr_factor=1.0)
     result = fixup_parity.run(cfg, steps=5, log=lambda line: None)
     agree, line = fixup_parity.verdict(result)

@@ -1,8 +1,8 @@
-"""bench/jax_study.py (the stability study's runs under Keras' JAX backend, for a GPU machine
-without TensorFlow) and bench/jax_study_report.py (their tables and paired gaps).
+"""experiments/stability/jax_study.py (the stability study's runs under Keras' JAX backend, for a GPU machine
+without TensorFlow) and experiments/stability/jax_study_report.py (their tables and paired gaps).
 
 The property that makes its numbers the project's: from the same weights on the same batches, the
-project's Fixup through its Keras step there trains exactly as bench/fixup_jax.py's independent
+project's Fixup through its Keras step there trains exactly as experiments/stability/fixup_jax.py's independent
 Fixup does (which shares nothing with the project's model or step); and TensorFlow is never loaded."""
 import base64
 import json
@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import ROOT, write_idx
 
 pytestmark = pytest.mark.timeout(400)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "experiments", "stability"))
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def study(tmp_path_factory):
                "sys.meta_path.insert(0, B())\nimport runpy\n"
                f"sys.argv = ['jax_study.py', '--data={tmp / 'idx'}', '--plan={tmp / 'plan.json'}',"
                f" '--out={tmp / 'out'}']\n"
-               f"runpy.run_path({os.path.join(ROOT, 'bench', 'jax_study.py')!r}, run_name='__main__')\n")
+               f"runpy.run_path({os.path.join(ROOT, 'experiments', 'stability', 'jax_study.py')!r}, run_name='__main__')\n")
     p = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=360,
                        env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
     assert p.returncode == 0, p.stderr[-3000:]
@@ -108,7 +108,7 @@ def test_step_speed_times_the_network_under_jax_without_tensorflow():
 
 
 def _main(tmp_path, monkeypatch, results):
-    """bench/jax_study.py's main() over a plan of three runs, its shard's results file holding
+    """experiments/stability/jax_study.py's main() over a plan of three runs, its shard's results file holding
     `results` (text) beforehand, training replaced by a stand-in; (names trained, the file after)."""
     import jax_study
     plan = [dict(name=f"r{k}", net="paper", blocks=1, lr=0.1, steps=10, seed=k) for k in range(3)]

@@ -1,8 +1,8 @@
-"""bench/mechanism.py: a run's cross-entropy, pooled_spread and logit_norm read back from its
+"""experiments/stability/mechanism.py: a run's cross-entropy, pooled_spread and logit_norm read back from its
 TensorBoard events as written, with the step a diverged run went non-finite."""
 import json
 
-from bench import mechanism
+from experiments.stability import mechanism
 
 
 def test_curves_are_the_logged_scalars_and_the_divergence_step(tmp_path):

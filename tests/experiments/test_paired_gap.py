@@ -1,4 +1,4 @@
-"""bench/paired_gap.py: the gap between two networks' test errors, paired image by image, and its
+"""experiments/stability/paired_gap.py: the gap between two networks' test errors, paired image by image, and its
 interval, as scipy's paired t test gives it; and over seeds; the script end to end on a run."""
 import json
 import os
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bench import paired_gap
+from experiments.stability import paired_gap
 from tests.helpers import ROOT, tiny_config
 
-SCRIPT = os.path.join(ROOT, "bench", "paired_gap.py")
+SCRIPT = os.path.join(ROOT, "experiments", "stability", "paired_gap.py")
 
 
 def test_the_paired_interval_is_scipys_paired_t_interval_on_the_seed_means():

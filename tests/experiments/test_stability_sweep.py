@@ -1,4 +1,4 @@
-"""bench/stability.py without training: flags that make no run and run directories of other
+"""experiments/stability/stability.py without training: flags that make no run and run directories of other
 settings refused before any work, and a run that fails said in its own words, with exit status 1."""
 import json
 import os
@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from bench import stability
+from experiments.stability import stability
 from resnet_nobn.files import atomic_write_json
 from tests.helpers import ROOT
 
-SCRIPT = os.path.join(ROOT, "bench", "stability.py")
+SCRIPT = os.path.join(ROOT, "experiments", "stability", "stability.py")
 TINY = ["--long", "--blocks=1", "--nets=paper", "--seeds=0", "--learning_rate=0.05", "--steps=2",
         "--widths=8,8,8"]
 
@@ -69,7 +69,7 @@ def test_a_finished_run_of_other_settings_under_root_is_refused_not_reported_as_
     root, data = tmp_path / "root", tmp_path / "data"
     flags = [f"--root={root}", f"--data_dir={data}", "--batch_size=8", *TINY]
     # the config.json run/cifar_train.py writes for these flags, of a run finished at step 2
-    write = ("import json, sys; from bench import stability as s; "
+    write = ("import json, sys; from experiments.stability import stability as s; "
              "d, cmd = s.planned(s.parser().parse_args(sys.argv[1:]))[0]; "
              "print(json.dumps([d, s.config_of(cmd).to_json()]))")
     made = subprocess.run([sys.executable, "-c", write, *flags], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""bench/theory_mutations.py's flags: what cannot run is said in one line before the hours of
+"""experiments/theory/theory_mutations.py's flags: what cannot run is said in one line before the hours of
 work (it divided by zero for an unknown --only, and failed to write --out only at the end)."""
 import os
 import subprocess
@@ -15,7 +15,7 @@ from tests.helpers import ROOT
     ("--out=/nonexistent/x.json", "error: cannot write --out=/nonexistent/x.json: No such file"),
 ])
 def test_a_campaign_that_cannot_run_is_refused_before_it_starts(flag, said):
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "theory_mutations.py"), flag],
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "theory", "theory_mutations.py"), flag],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
     assert p.stderr.startswith(said), p.stderr
