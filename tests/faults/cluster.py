@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 
-from bench.faults3.common import (
-    ENV, MW, ROOT, RUN, TINY, workers, case, ckpts, one_line, own_lines, read, run, said)
+from tests.faults.helpers import (
+    ENV, MW, ROOT, RUN, TINY, ckpts, one_line, own_lines, read, registrar, run, said, workers)
+
+case = registrar(3)
 
 
 
@@ -50,6 +52,7 @@ def worker_data_dir(s):
 
 @case("5.5", "a peer SIGKILLed mid-run", "the survivor: one line, no TensorFlow traceback")
 def peer_killed(s):
+    sys.path.append(RUN)
     import launch_local
     d = os.path.join(s, "mw55")
     ports = launch_local.free_ports(2)

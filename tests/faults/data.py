@@ -5,8 +5,11 @@ import json
 import os
 import shutil
 
-from bench.faults2.common import (
-    RUN, TINY, case, copy_base, err_lines, one_line, read, run, said, study_root, tf_quiet, train)
+from tests.faults.helpers import (
+    RUN, TINY, copy_base, err_lines, one_line, read, registrar, run, said, shared, stranger_root,
+    tf_quiet, train)
+
+case = registrar(2)
 
 
 _DATA = {}
@@ -22,7 +25,7 @@ def data_dirs(s):
 
     def arrays(n, shape=(32, 32, 3), classes=10):
         return rng.integers(0, 256, (n, *shape), dtype=np.uint8), rng.integers(0, classes, n)
-    root = os.path.join(s, "_data")
+    root = os.path.join(shared(s), "_data")
     import io
     import contextlib
     with tf_quiet(), contextlib.redirect_stdout(io.StringIO()):  # TensorFlow's and tfds' lines
@@ -68,7 +71,7 @@ for _name, _what in (("truncated", "a truncated shard"), ("deleted", "a deleted 
 
 @case("2.2", "config.json whose model is not an object", "one line; nothing written")
 def config_model(s):
-    d = copy_base(s, "cfgmodel")
+    d = copy_base(s, os.path.join(s, "cfgmodel"))
     cfg = json.loads(read(os.path.join(d, "config.json")))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(dict(cfg, model=5), f)
@@ -79,7 +82,7 @@ def config_model(s):
 
 @case("2.2", "study root with an unrelated config.json: ablate", "ignored; the study runs")
 def ablate_unrelated(s):
-    root = study_root(s, "unrelated_a")
+    root = stranger_root(s, "unrelated_a")
     p = run([os.path.join(RUN, "ablate.py"), f"--root={root}", "--print_commands",
              "--train_steps=2", *TINY])
     return p.returncode == 0 and "Traceback" not in p.stderr, said(p)
@@ -87,7 +90,7 @@ def ablate_unrelated(s):
 
 @case("2.2", "study root with an unrelated config.json: report", "one warning line; the table")
 def report_unrelated(s):
-    root = study_root(s, "unrelated_r")
+    root = stranger_root(s, "unrelated_r")
     p = run([os.path.join(RUN, "report.py"), f"--root={root}"])
     ok = p.returncode == 0 and len(err_lines(p)) == 1 and "notes" in p.stderr
     return ok, said(p)
@@ -95,7 +98,7 @@ def report_unrelated(s):
 
 @case("2.2", "results.json of another schema / a string for a number", "one warning line each")
 def report_schema(s):
-    root = study_root(s, "schema")
+    root = stranger_root(s, "schema")
     shutil.rmtree(os.path.join(root, "notes"))
     os.makedirs(os.path.join(root, "other"))
     with open(os.path.join(root, "other", "results.json"), "w") as f:
@@ -112,6 +115,6 @@ def report_schema(s):
 
 @case("2.2", "report --out_png=fig.xyz", "one line; nothing written")
 def report_png(s):
-    root = study_root(s, "png")
+    root = stranger_root(s, "png")
     p = run([os.path.join(RUN, "report.py"), f"--root={root}", f"--out_png={s}/fig.xyz"])
     return one_line(p) and not os.path.exists(os.path.join(root, "report.md")), said(p)

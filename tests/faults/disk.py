@@ -7,9 +7,11 @@ import shutil
 import subprocess
 import sys
 
-from bench.faults3.common import (
-    ENV, ROOT, RUN, TINY, study_root, workers, case, ckpts, copy_base, fill, jread, kept,
-    mount_tmpfs, one_line, read, run, said, train)
+from tests.faults.helpers import (
+    ENV, ROOT, RUN, TINY, ckpts, copy_base, fill, jread, kept, mount_tmpfs, one_line, read,
+    registrar, run, said, study_root, train, workers)
+
+case = registrar(3)
 
 
 @case("1.1", "new run, the disk fills at a later checkpoint", "one line naming the disk; ckpts and results kept")

@@ -8,7 +8,10 @@ step yet (between the save and the evaluation). At the end the two runs must hav
 step, the same weights (every variable of the last checkpoint) and the same results history
 (steps, top-1/top-5 error, test loss). Exit status 0 iff they do.
 
-    python bench/fault_campaign.py --kills=20 --root=/tmp/faults
+    python tests/faults/kills.py --kills=20 --root=/tmp/faults
+
+tests/faults/test_kills.py runs it as a test: 2 kills of a 200-step run, or this command's
+defaults with FAULTS=all.
 """
 import argparse
 import glob
@@ -22,7 +25,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 from resnet_nobn.console import quiet_stderr  # noqa: E402
 TINY = ["--use_synthetic_data", "--widths=8,8,8", "--stem_width=8", "--blocks_per_stage=1",

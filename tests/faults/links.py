@@ -3,8 +3,10 @@ that loop or point to nothing, and read-only mounts: one line naming the path an
 import os
 import shutil
 
-from bench.faults3.common import (
-    RUN, TINY, study_root, case, copy_base, mount_ro, one_line, read, run, said, train)
+from tests.faults.helpers import (
+    RUN, TINY, copy_base, mount_ro, one_line, read, registrar, run, said, study_root, train)
+
+case = registrar(3)
 
 
 def _link_case(s, name, make, *words, script_args=None):

@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 
-from bench.faults2.common import (
-    ENV, ROOT, RUN, TF_LINES, TINY, case, err_lines, one_line, read, run, said, theory_json_full,
-    train)
+from tests.faults.helpers import (
+    ENV, ROOT, RUN, TF_NOISE, TINY, err_lines, one_line, read, registrar, run, said,
+    theory_json_full, train)
+
+case = registrar(2)
 
 
 def _held(model_dir):
@@ -39,7 +41,8 @@ def _busy_study(s):
     """Starts a long one-run study; returns (Popen, run dir) once its child holds the run."""
     root = os.path.join(s, "busy")
     args = [os.path.join(RUN, "ablate.py"), f"--root={root}", "--train_steps=100000",
-            *[f for f in TINY if not f.startswith("--checkpoint_every")], "--checkpoint_every=50"]
+            *[f for f in TINY if not f.startswith(("--checkpoint_every", "--eval_every"))],
+            "--checkpoint_every=50", "--eval_every=1000"]
     proc = subprocess.Popen([sys.executable] + args, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     run_dir = os.path.join(root, "cifar10", "norm-none_init-identity_head-random_blocks-1",
@@ -139,7 +142,7 @@ def empty_grid(s):
 @case("3.3", "theory.check --json to a full disk", "one line; the rows still printed")
 def theory_full(s):
     p = theory_json_full(s)
-    lines = [l for l in err_lines(p) if not TF_LINES.match(l)]
+    lines = [l for l in err_lines(p) if not TF_NOISE.match(l)]
     ok = (p.returncode != 0 and len(lines) == 1 and "Traceback" not in p.stderr
           and "rows in" in p.stdout)
     return ok, said(p)
@@ -173,3 +176,4 @@ def stop_busy_study():
     holder = _held(_STUDY["dir"]) if _STUDY.get("dir") else None
     if holder and holder.split()[1].isdigit():  # a training child the study left running
         os.kill(int(holder.split()[1]), signal.SIGKILL)
+    _STUDY.clear()

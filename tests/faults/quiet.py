@@ -3,8 +3,10 @@ hidden with TF_CPP_MIN_LOG_LEVEL unset, matplotlib's with an unwritable HOME).""
 import os
 import shutil
 
-from bench.faults2.common import (
-    ENV, RUN, TF_LINES, TINY, case, err_lines, run, study_root, theory_json_full)
+from tests.faults.helpers import (
+    ENV, RUN, TF_NOISE, TINY, err_lines, registrar, run, stranger_root, theory_json_full)
+
+case = registrar(2)
 
 
 @case("4", "ablate with TF_CPP_MIN_LOG_LEVEL unset", "the project's lines only")
@@ -19,13 +21,13 @@ def ablate_quiet(s):
 @case("4", "theory.check with TF_CPP_MIN_LOG_LEVEL unset", "the project's lines only")
 def theory_quiet(s):
     p = theory_json_full(s)
-    noise = [l for l in err_lines(p) if TF_LINES.match(l)]
+    noise = [l for l in err_lines(p) if TF_NOISE.match(l)]
     return not noise, f"{len(noise)} TensorFlow lines on stderr"
 
 
 @case("4", "report with an unwritable HOME", "the project's lines only")
 def report_home(s):
-    root = study_root(s, "home")
+    root = stranger_root(s, "home")
     shutil.rmtree(os.path.join(root, "notes"))
     home = os.path.join(s, "home_ro")
     os.makedirs(home)

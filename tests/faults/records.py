@@ -8,9 +8,11 @@ import shutil
 import subprocess
 import sys
 
-from bench.faults3.common import (
-    ENV, ROOT, RUN, TINY, study_root, case, copy_base, jread, one_line, own_lines, read, run,
-    said, train)
+from tests.faults.helpers import (
+    ENV, ROOT, RUN, TINY, copy_base, jread, one_line, own_lines, read, registrar, run, said,
+    study_root, train)
+
+case = registrar(3)
 
 
 def _no_config(s, name, *flags, drop=("config.json",)):

@@ -6,8 +6,10 @@ import os
 import re
 import shutil
 
-from bench.faults2.common import (
-    RUN, TINY, case, copy_base, one_line, read, run, said, tf_quiet, train)
+from tests.faults.helpers import (
+    RUN, TINY, copy_base, one_line, read, registrar, run, said, tf_quiet, train)
+
+case = registrar(2)
 
 
 @case("1.1", "--model_dir with [ ] * ?", "resumes, or refused in one line before training")
@@ -21,7 +23,7 @@ def model_dir_glob(s):
 
 
 def _changed(s, name, flag, field):
-    d = copy_base(s, name)
+    d = copy_base(s, os.path.join(s, name))
     before = read(os.path.join(d, "config.json"))
     p = train(d, "--train_steps=6", flag)
     ok = one_line(p) and field in p.stderr and read(os.path.join(d, "config.json")) == before
@@ -82,7 +84,7 @@ def _poison(model_dir):
 @case("1.4", "NaN weights restored (--eval_only)",
       "the NaN checkpoint skipped and named; no non-finite number recorded")
 def nan_weights(s):
-    d = copy_base(s, "nan")
+    d = copy_base(s, os.path.join(s, "nan"))
     newest = _poison(d)
     p = train(d, "--train_steps=4", "--eval_only")
 
@@ -100,7 +102,7 @@ def nan_weights(s):
 @case("1.5", "--eval_only --seed=7 --learning_rate=0.3",
       "results.json keeps the run's seed and rate")
 def eval_only_record(s):
-    d = copy_base(s, "evalonly")
+    d = copy_base(s, os.path.join(s, "evalonly"))
     p = train(d, "--train_steps=4", "--eval_only", "--seed=7", "--learning_rate=0.3")
     cfg = (json.loads(read(os.path.join(d, "results.json")) or "{}")).get("config", {})
     got = f"exit {p.returncode}; recorded seed {cfg.get('seed')}, lr {cfg.get('learning_rate')}"
@@ -109,7 +111,7 @@ def eval_only_record(s):
 
 @case("1.6", "--train_steps below the current step", "said; config.json unchanged")
 def fewer_steps(s):
-    d = copy_base(s, "fewer")
+    d = copy_base(s, os.path.join(s, "fewer"))
     before = read(os.path.join(d, "config.json"))
     p = train(d, "--train_steps=2")
     text = p.stdout + p.stderr
@@ -119,7 +121,7 @@ def fewer_steps(s):
 
 @case("1.7", "resume with another --mixed_precision", "one line naming mixed_precision")
 def changed_precision(s):
-    d = copy_base(s, "precision")
+    d = copy_base(s, os.path.join(s, "precision"))
     p = train(d, "--train_steps=6", "--mixed_precision=bfloat16")
     return one_line(p) and "mixed_precision" in p.stderr and "corrupt" not in p.stderr, said(p)
 
