@@ -4,8 +4,10 @@ twin, Fixup and SkipInit, on real images (docs/stability.md).
 For each network and depth, the learning rates 0.1, 0.05, 0.02, 0.01, 0.005 are tried from the
 largest down, each for `--steps` steps through the users' own command (run/cifar_train.py); the
 first that ends without a non-finite loss is the largest stable rate, and the smaller ones are not
-run. Every run has its own model_dir under --root: an interrupted sweep resumes where it stopped.
-`--report` prints the table and draws the figure from what is under --root.
+run. Every run has its own model_dir under --root, launched by the study's launcher
+(resnet_nobn/study/launcher.py: its train.log, study_status.json and HParams): an interrupted
+sweep resumes where it stopped. `--report` prints the table and draws the figure from what is
+under --root.
 
 A run directory under --root that holds a run of other settings (widths, batch size, dataset, ...:
 its name does not say them) is refused before anything trains, as are flags that make no run
@@ -29,7 +31,6 @@ import itertools
 import math
 import os
 import statistics
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,8 +41,7 @@ from resnet_nobn.data.datasets import DATASETS  # noqa: E402
 from resnet_nobn.errors import UserError  # noqa: E402
 from resnet_nobn.study.advice import advised_flags  # noqa: E402
 from resnet_nobn.files import atomic_file, read_json  # noqa: E402
-from resnet_nobn.training.rundir import (CONFIG, RESULTS, TRAIN, pending_divergence,  # noqa: E402
-                                      retry_flags)
+from resnet_nobn.training.rundir import CONFIG, RESULTS, TRAIN, pending_divergence  # noqa: E402
 
 RATES = (0.1, 0.05, 0.02, 0.01, 0.005)
 PAPER = ["--norm=none", "--init=identity"]
@@ -130,20 +130,23 @@ def command(args, model_dir, net, blocks, lr, seed, eval_steps, log_every):
 
 def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mode):
     """One run of the users' command (run/cifar_train.py) for --steps steps, at a constant rate or
-    (--schedule) /10 at 50% and 83% of them, tested at the end on `eval_steps` batches (0: all);
-    its output goes to model_dir/train.log."""
+    (--schedule) /10 at 50% and 83% of them, tested at the end on `eval_steps` batches (0: all),
+    launched by the study's launcher (resnet_nobn/study/launcher.py `run_study`): it resumes a
+    partial run, and `paper_advice`, once diverged, goes on with its `retry with:` flags. Its
+    output goes to model_dir/train.log (log_mode "w": started afresh)."""
+    from resnet_nobn.console import quiet_stderr
+    from resnet_nobn.study import launcher
     cmd = command(args, model_dir, net, blocks, lr, seed, eval_steps, log_every)
     os.makedirs(model_dir, exist_ok=True)
-    with open(os.path.join(model_dir, "train.log"), log_mode) as log:
-        for advice in ([], "the advice"):  # paper_advice: again with its advice, if it diverged
-            flags = retry_flags(model_dir) if advice else []  # resumes in model_dir
-            if advice and not (net == "paper_advice" and flags):
-                break
-            cmd += flags
-            log.write("$ " + " ".join(cmd[1:]) + "\n")
-            log.flush()
-            subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
-                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if log_mode == "w":
+        open(os.path.join(model_dir, "train.log"), "w").close()
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # the runs' train.log without TensorFlow's lines
+    try:
+        with quiet_stderr():  # the start-up lines of TensorFlow, which writes the run's HParams
+            launcher.run_study([config_of(cmd)], cmd[1], cmd[2:], retry_failed=True,
+                               follow_advice=net == "paper_advice", log=lambda line: None)
+    except UserError as e:  # a write of the run's files that failed: the disk, a file in the way
+        refuse(str(e))
 
 
 def sweep_rates(args):

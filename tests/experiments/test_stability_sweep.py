@@ -42,11 +42,16 @@ def test_flags_that_make_no_run_are_refused_in_one_line_before_any_work(
 
 def test_a_run_that_fails_prints_its_own_error_line_and_the_script_exits_1(
         tmp_path, monkeypatch, capsys):
-    """The trainer's refusal (here faked: no TensorFlow) was said as `None`, with exit status 0."""
+    """The trainer's refusal (here faked, launched by the study's launcher: no TensorFlow) was
+    said as `None`, with exit status 0."""
+    from resnet_nobn.study import launcher
+
     def failing_run(cmd, stdout, **kw):
         stdout.write("step 1/2\nerror: the first words\nerror: --data_dir=X holds no data\n")
+        return subprocess.CompletedProcess(cmd, 1)
 
-    monkeypatch.setattr(stability.subprocess, "run", failing_run)
+    monkeypatch.setattr(launcher.subprocess, "run", failing_run)
+    monkeypatch.setattr(launcher, "write_run_hparams", lambda cfg: None)
     for mode in (TINY, ["--blocks=1", "--nets=paper", "--rates=0.1,0.05", "--steps=2"]):
         code = _main(monkeypatch, f"--root={tmp_path / 'root'}", f"--data_dir={tmp_path}", *mode)
         out, err = capsys.readouterr()
