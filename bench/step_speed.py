@@ -10,7 +10,7 @@ The step is the trainer's own compiled loop (resnet_nobn/training/steps.py: forw
 SGD update) on one device (the first GPU, else the CPU), on synthetic images (no input
 pipeline), float32 by default. One loop of one step traces and warms up; then one loop of
 --steps steps is timed. A training image costs 3 x the forward pass's convolutions and head,
-counted from the shapes (bench/flops.py `conv_forward_flops`, which tests/model/test_flops.py
+counted from the shapes (bench/flops.py `conv_forward_flops`, which tests/bench/test_flops.py
 holds within 0.5% of TensorFlow's profiler). The peak is --peak_tflops, or the float32 peak
 (without tensor cores) of a GPU in `PEAK_FP32_TFLOPS` found in the device's name; TensorFlow runs
 float32 convolutions on TF32 tensor cores where there are some, so the fraction may exceed what

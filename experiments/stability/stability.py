@@ -4,10 +4,8 @@ twin, Fixup and SkipInit, on real images (docs/stability.md).
 For each network and depth, the learning rates 0.1, 0.05, 0.02, 0.01, 0.005 are tried from the
 largest down, each for `--steps` steps through the users' own command (run/cifar_train.py); the
 first that ends without a non-finite loss is the largest stable rate, and the smaller ones are not
-run. Every run has its own model_dir under --root, launched by the study's launcher
-(resnet_nobn/study/launcher.py: its train.log, study_status.json and HParams): an interrupted
-sweep resumes where it stopped. `--report` prints the table and draws the figure from what is
-under --root.
+run. Every run has its own model_dir under --root, launched as a study launches its runs: an
+interrupted sweep resumes where it stopped. `--report` prints the table and draws the figure.
 
 A run directory under --root that holds a run of other settings (widths, batch size, dataset, ...:
 its name does not say them) is refused before anything trains, as are flags that make no run
@@ -131,9 +129,8 @@ def command(args, model_dir, net, blocks, lr, seed, eval_steps, log_every):
 def train(args, model_dir, net, blocks, lr, seed, eval_steps, log_every, log_mode):
     """One run of the users' command (run/cifar_train.py) for --steps steps, at a constant rate or
     (--schedule) /10 at 50% and 83% of them, tested at the end on `eval_steps` batches (0: all),
-    launched by the study's launcher (resnet_nobn/study/launcher.py `run_study`): it resumes a
-    partial run, and `paper_advice`, once diverged, goes on with its `retry with:` flags. Its
-    output goes to model_dir/train.log (log_mode "w": started afresh)."""
+    launched by the study's `launcher.run_study` (a partial run resumes; `paper_advice`, once
+    diverged, goes on with its `retry with:` flags); its output in model_dir/train.log."""
     from resnet_nobn.console import quiet_stderr
     from resnet_nobn.study import launcher
     cmd = command(args, model_dir, net, blocks, lr, seed, eval_steps, log_every)

@@ -227,7 +227,7 @@ def _shown_commands():
     `-m module` of this repository. After ` -- ` (run/launch_local.py) the flags are the inner
     script's."""
     shown = {}
-    for page in PAGES:
+    for page in (p for p in PAGES if not p.endswith("CHANGELOG.md")):  # it tells history
         for line in _command_lines(_read(page)):
             for part in line.split(" -- "):
                 m = PROGRAM.search(part)

@@ -9,7 +9,7 @@ import pytest
 
 from experiments.stability import stability
 from resnet_nobn.files import atomic_write_json
-from tests.helpers import ROOT
+from tests.helpers import ROOT, tiny_config
 
 SCRIPT = os.path.join(ROOT, "experiments", "stability", "stability.py")
 TINY = ["--long", "--blocks=1", "--nets=paper", "--seeds=0", "--learning_rate=0.05", "--steps=2",
@@ -52,6 +52,9 @@ def test_a_run_that_fails_prints_its_own_error_line_and_the_script_exits_1(
 
     monkeypatch.setattr(launcher.subprocess, "run", failing_run)
     monkeypatch.setattr(launcher, "write_run_hparams", lambda cfg: None)
+    # the run's config without absl's global flags (another test module's script defines some)
+    monkeypatch.setattr(stability, "config_of", lambda cmd: tiny_config(
+        next(a.split("=", 1)[1] for a in cmd if a.startswith("--model_dir="))))
     for mode in (TINY, ["--blocks=1", "--nets=paper", "--rates=0.1,0.05", "--steps=2"]):
         code = _main(monkeypatch, f"--root={tmp_path / 'root'}", f"--data_dir={tmp_path}", *mode)
         out, err = capsys.readouterr()
