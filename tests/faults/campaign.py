@@ -63,7 +63,7 @@ def main():
     """Parses the campaign, --root and --only, runs the cases and prints the table. The exit
     status: 0 iff every case behaved as expected; 2 and one line for an --only that selects no
     case (--root untouched), a --root that cannot be made, or campaign 3 without root."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("campaign", type=int, choices=(2, 3), help="which campaign: 2 or 3")
     p.add_argument("--root", required=True, help="scratch directory (emptied first)")
     p.add_argument("--only", default="", help="run only the cases whose section starts with this")
