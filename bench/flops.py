@@ -15,7 +15,7 @@ respect to every trainable weight (tf.compat.v1.profiler, float_operation: the c
 two backward convolutions and the elementwise ops TensorFlow registers FLOPs for); the optimizer's
 update is per batch, not per image, and left out. An evaluation is one forward pass.
 `conv_forward_flops` counts the convolutions of the forward pass from the shapes alone
-(2 x multiply-adds); tests/model/test_flops.py checks the profiler against it. The hours are an
+(2 x multiply-adds); tests/bench/test_flops.py checks the profiler against it. The hours are an
 estimate, nothing here was measured on a GPU.
 """
 import argparse

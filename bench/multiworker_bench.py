@@ -16,8 +16,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "run"))
-import launch_local  # noqa: E402
+sys.path.insert(0, ROOT)
+from resnet_nobn.training import local_cluster  # noqa: E402  (loads no TensorFlow)
 
 
 def run(num_workers, args, workdir):
@@ -28,10 +28,10 @@ def run(num_workers, args, workdir):
              f"--batch_size={args.per_worker_batch * num_workers}", f"--train_steps={steps}",
              f"--log_every={window}", "--eval_every=1000000", "--checkpoint_every=1000000",
              f"--model_dir={model_dir}", "--learning_rate=0.01"]
-    ports = launch_local.free_ports(num_workers)
+    ports = local_cluster.free_ports(num_workers)
     ncpu = os.cpu_count() or 1
-    procs = [launch_local.start_worker(flags, ports, i, threads=1, cpus={i % ncpu}, cwd=ROOT,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    procs = [local_cluster.start_worker(flags, ports, i, threads=1, cpus={i % ncpu}, cwd=ROOT,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for i in range(num_workers)]
     try:
         for p in procs:
@@ -39,7 +39,7 @@ def run(num_workers, args, workdir):
             if p.returncode:
                 raise SystemExit(f"worker failed ({p.returncode}):\n{err.decode()[-2000:]}")
     finally:
-        launch_local.stop(procs, grace=2)
+        local_cluster.stop(procs, grace=2)
     with open(os.path.join(model_dir, "results.json")) as f:
         return json.load(f)["images_per_sec"]
 

@@ -10,14 +10,14 @@ The step is the trainer's own compiled loop (resnet_nobn/training/steps.py: forw
 SGD update) on one device (the first GPU, else the CPU), on synthetic images (no input
 pipeline), float32 by default. One loop of one step traces and warms up; then one loop of
 --steps steps is timed. A training image costs 3 x the forward pass's convolutions and head,
-counted from the shapes (bench/flops.py `conv_forward_flops`, which tests/model/test_flops.py
+counted from the shapes (bench/flops.py `conv_forward_flops`, which tests/bench/test_flops.py
 holds within 0.5% of TensorFlow's profiler). The peak is --peak_tflops, or the float32 peak
 (without tensor cores) of a GPU in `PEAK_FP32_TFLOPS` found in the device's name; TensorFlow runs
 float32 convolutions on TF32 tensor cores where there are some, so the fraction may exceed what
 that peak suggests. On a CPU the peak is unknown unless given.
 
 `--backend=jax` times the same network under Keras' JAX backend, on a machine with or without
-TensorFlow: the step of bench/jax_study.py (`KerasRun`: the cross-entropy plus the weight decay,
+TensorFlow: the step of experiments/stability/jax_study.py (`KerasRun`: the cross-entropy plus the weight decay,
 the gradient, Keras' SGD with momentum, in train/steps.py's order), jitted, on random images drawn
 on the device; float32 or bfloat16 (float16 needs the TensorFlow trainer's loss scaling).
 """
@@ -81,10 +81,10 @@ def measure(cfg, steps):
 
 def measure_jax(cfg, steps):
     """(seconds of one training step of `cfg` under Keras' JAX backend, the device's name): the
-    step of bench/jax_study.py, jitted; one call compiles and warms up, then `steps` are timed."""
+    step of experiments/stability/jax_study.py, jitted; one call compiles and warms up, then `steps` are timed."""
     import jax
     import keras
-    from bench.jax_study import KerasRun
+    from experiments.stability.jax_study import KerasRun
 
     if cfg.mixed_precision != "float32":
         keras.mixed_precision.set_dtype_policy(f"mixed_{cfg.mixed_precision}")
@@ -119,7 +119,7 @@ def main():
     parser.add_argument("--blocks", type=int, default=None, help="default: Table 1's 9 per stage")
     parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow",
                         help="tensorflow: the trainer's own loop; jax: the network under Keras' "
-                        "JAX backend, bench/jax_study.py's step (no TensorFlow needed)")
+                        "JAX backend, experiments/stability/jax_study.py's step (no TensorFlow needed)")
     args = parser.parse_args()
     if args.steps < 1 or args.batch_size < 1:
         raise SystemExit("error: --steps and --batch_size must be at least 1")

@@ -260,11 +260,11 @@ MAX_LINES = 500  # past this many lines a module is a sign of two jobs (docs/arc
 
 
 def modules_without_their_job(root):
-    """[(path, why)] of the Python files of the library, theory, entry points and benchmarks
-    that do not name their one job in the first line of their docstring, or run past MAX_LINES:
-    a module does one job, named there; its length follows the job."""
+    """[(path, why)] of the Python files of the library, theory, entry points, benchmarks and
+    experiments that do not name their one job in the first line of their docstring, or run past
+    MAX_LINES: a module does one job, named there; its length follows the job."""
     out = []
-    for top in PACKAGES + ("run", "bench"):
+    for top in PACKAGES + ("run", "bench", "experiments"):
         for where, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(f for f in files if f.endswith(".py")):
                 path = os.path.join(where, name)

@@ -35,7 +35,7 @@ One builder makes the paper's model and the ablations / the usual baseline:
                 (TensorFlow's SAME: none before, one pixel after; the reference: one on each
                 side), and the training (weight decay 1e-4 on conv kernels only, the reference
                 on every parameter; no mixup, where the reference code's default is mixup,
-                `--alpha=1`; its paper also reports Fixup without). bench/fixup_parity.py
+                `--alpha=1`; its paper also reports Fixup without). experiments/stability/fixup_parity.py
                 checks this Fixup against an independent one, step by step.
   relu_leakiness  slope of every activation `act` for x < 0: 0.1 in the TensorFlow ResNet code
                 the paper forked (`relu_leakiness=0.1` in resnet_main.py), 0 for a plain ReLU.

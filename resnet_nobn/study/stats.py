@@ -8,8 +8,8 @@ twin is the row of the same settings with --norm=batch (and its own init). Their
 paired by seed when both rows have results for the same seeds, at least two (the runs of one seed
 start from the same data order), a paired t interval (scipy.stats.ttest_rel); else Welch's
 interval for two samples (scipy.stats.ttest_ind, equal_var=False). Two networks' gap
-on one shared test set is paired image by image (`paired_interval`: bench/paired_gap.py and
-bench/jax_study_report.py).
+on one shared test set is paired image by image (`paired_interval`: experiments/stability/paired_gap.py and
+experiments/stability/jax_study_report.py).
 """
 import json
 import math

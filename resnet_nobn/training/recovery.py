@@ -15,7 +15,7 @@ before the blow-up, the run going on from there with the advised flags (by hand,
                  (`advised_changes`, `followed_flags`, `diverged_at`, `as_started`)
 
 No TensorFlow: the start is decided, and a study reads its runs, before any loads. The measured
-table is data (measured_remedies.json beside this file, written by `python bench/remedies.py
+table is data (measured_remedies.json beside this file, written by `python experiments/stability/remedies.py
 --from_runs=ROOT --write`), read at its first use, never at import.
 """
 import json
@@ -63,8 +63,8 @@ REMEDIES = {
 # MEASURED_STEPS steps, batch 128; each remedy at the paper's rate 0.05 unless its flags lower it):
 # MEASURED, (net, blocks per stage) -> {seed: test top-1 error in % after the run, or "NaN @step"
 # where its loss became non-finite}. Measured by bench/stability.py's runs and written by
-# `python bench/remedies.py --from_runs=ROOT --write` into this file; docs/stability.md's tables
-# are its rendering (`python bench/remedies.py`).
+# `python experiments/stability/remedies.py --from_runs=ROOT --write` into this file; docs/stability.md's tables
+# are its rendering (`python experiments/stability/remedies.py`).
 MEASURED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "measured_remedies.json")
 
 

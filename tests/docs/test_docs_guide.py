@@ -184,7 +184,7 @@ def test_every_link_and_anchor_resolves(page):
             assert anchor in {_anchor(h) for h in headings}, (_name(page), target, anchor)
 
 
-REPO_PATH = re.compile(r"(?<![\w/.])((?:resnet_nobn|run|bench|theory|tests)/[\w/]+\.py)")
+REPO_PATH = re.compile(r"(?<![\w/.])((?:resnet_nobn|run|bench|experiments|theory|tests)/[\w/]+\.py)")
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if not p.endswith("CHANGELOG.md")], ids=_name)
@@ -213,12 +213,13 @@ def _command_lines(text):
                 line = line.rstrip()[:-1] + " " + lines[i].strip()
             out.append(re.split(r"\s#", line)[0])
         else:
-            out += re.findall(r"`([^`]*(?:python|run/\w+\.py|bench/\w+\.py)[^`]*)`", line)
+            out += re.findall(r"`([^`]*(?:python|(?:run|bench|experiments/\w+)/\w+\.py)[^`]*)`", line)
         i += 1
     return out
 
 
-PROGRAM = re.compile(r"(?:^|\s)(?:python3? +)?(-m +[\w.]+|(?:run|bench)/\w+\.py)((?:\s+[^|;&]*)?)")
+PROGRAM = re.compile(
+    r"(?:^|\s)(?:python3? +)?(-m +[\w.]+|(?:run|bench|experiments/\w+)/\w+\.py)((?:\s+[^|;&]*)?)")
 
 
 def _shown_commands():
@@ -226,11 +227,11 @@ def _shown_commands():
     `-m module` of this repository. After ` -- ` (run/launch_local.py) the flags are the inner
     script's."""
     shown = {}
-    for page in PAGES:
+    for page in (p for p in PAGES if not p.endswith("CHANGELOG.md")):  # it tells history
         for line in _command_lines(_read(page)):
             for part in line.split(" -- "):
                 m = PROGRAM.search(part)
-                if not m or not (m[1].startswith(("run/", "bench/", "-m theory"))):
+                if not m or not (m[1].startswith(("run/", "bench/", "experiments/", "-m theory"))):
                     continue
                 flags = set(re.findall(r"(?:^|\s|\[)--(\w[\w-]*)", m[2]))
                 if flags or "python" in part:  # not a file named in passing (`run/_start.py`)

@@ -183,7 +183,7 @@ def test_no_doc_or_message_names_a_command_this_environment_lacks():
     is run/prepare_data.py."""
     tfds_build = re.compile(r"tfds build (cifar|imagenet)")
     paths = [os.path.join(ROOT, "README.md")] + [
-        p for folder in ("resnet_nobn", "run", "docs", "bench")
+        p for folder in ("resnet_nobn", "run", "docs", "bench", "experiments")
         for p in glob.glob(os.path.join(ROOT, folder, "**", "*.*"), recursive=True)
         if p.endswith((".py", ".md"))]
     for path in paths:

@@ -50,7 +50,8 @@ def _summary(script):
         return ast.get_docstring(ast.parse(f.read())).split("\n\n")[0]
 
 
-BENCH = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "bench", "*.py"))
+BENCH = sorted(os.path.relpath(p, ROOT) for pattern in ("bench/*.py", "experiments/*/*.py")
+               for p in glob.glob(os.path.join(ROOT, pattern))
                if 'if __name__ == "__main__"' in open(p).read())
 
 

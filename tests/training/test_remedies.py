@@ -169,11 +169,11 @@ def test_the_docs_remedies_tables_are_the_rendering_of_the_measured_table():
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    tables = subprocess.run([sys.executable, os.path.join(root, "bench", "remedies.py")],
+    tables = subprocess.run([sys.executable, os.path.join(root, "experiments", "stability", "remedies.py")],
                             capture_output=True, text=True, check=True, timeout=60).stdout
     with open(os.path.join(root, "docs", "stability.md")) as f:
         docs = f.read()
-    start = docs.index("<!-- remedies tables: python bench/remedies.py -->\n")
+    start = docs.index("<!-- remedies tables: python experiments/stability/remedies.py -->\n")
     end = docs.index("<!-- end of the remedies tables -->")
     assert docs[start:end].split("\n", 1)[1].strip() == tables.strip()
 
@@ -198,7 +198,7 @@ def test_the_measured_runs_length_is_recorded_and_one(tmp_path):
     of another length are refused into the file, which is left as it was."""
     import shutil
     from resnet_nobn.training import recovery
-    from bench import remedies
+    from experiments.stability import remedies
     path = str(tmp_path / "measured.json")
     shutil.copy(recovery.MEASURED_FILE, path)
     before = open(path).read()
