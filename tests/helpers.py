@@ -13,13 +13,22 @@ from resnet_nobn.config import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The tests' tiny network: one block a stage, 8, 16 and 32 channels, an 8-channel stem (trains in
+# seconds on a CPU). TINY_MODEL: its ModelConfig fields; TINY_NET: the same as flags of run/*.py.
+TINY_MODEL = dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8)
+TINY_NET = ["--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1"]
+# A tiny run as tiny_config trains it, as flags of run/cifar_train.py: the tiny network on
+# synthetic data, batch 8, rate 0.01. A module adds its own cadence; a flag given again after it
+# takes the later value (absl's rule), e.g. [*TINY, "--batch_size=16"].
+TINY = ["--use_synthetic_data", *TINY_NET, "--batch_size=8", "--learning_rate=0.01"]
+
 
 def tiny_config(model_dir, **overrides):
-    """A 1-block-per-stage, narrow CIFAR net on synthetic data: trains in seconds on a CPU."""
+    """A TrainConfig of TINY_MODEL on synthetic data (TINY's run, without its flags' recipe of
+    weight decay and rate boundaries): trains in seconds on a CPU."""
     model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
     model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
-    model = ModelConfig(**{**dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8),
-                           **model_kw})
+    model = ModelConfig(**{**TINY_MODEL, **model_kw})
     base = dict(model=model, use_synthetic_data=True, train_steps=6, batch_size=8,
                 learning_rate=0.01, lr_boundaries=(), eval_every=1000, checkpoint_every=1000,
                 log_every=1000, strategy="one_device", model_dir=str(model_dir))

@@ -10,10 +10,9 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, TINY, run_cli
 
-TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=8", "--learning_rate=0.01", "--log_every=2", "--eval_every=4"]
+ARGS = [*TINY, "--log_every=2", "--eval_every=4"]
 
 
 def _assert_one_line_error(proc, *fragments):
@@ -58,11 +57,11 @@ def test_imagenet_flags_default_to_the_imagenet_recipe():
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """One finished 4-step TINY run, trained once for the tests that start from such a run:
+    """One finished 4-step ARGS run, trained once for the tests that start from such a run:
     (its directory, its CompletedProcess). A test copies the directory (`_copy_of`) before
     changing anything in it."""
     run = tmp_path_factory.mktemp("tiny_run") / "run"
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     return run, proc
 
@@ -79,7 +78,7 @@ def test_tiny_run_trains_resumes_and_writes_results(tiny_run, tmp_path):
     run = _copy_of(tiny_run, tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
     assert results["global_step"] == 4 and results["config"]["model"]["widths"] == [8, 16, 32]
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stdout and "step 6/6" in proc.stdout
     assert json.loads((run / "results.json").read_text())["global_step"] == 6
@@ -100,7 +99,7 @@ def test_tiny_run_trains_resumes_and_writes_results(tiny_run, tmp_path):
     (["--norm=layer"], "--norm=layer"),
 ])
 def test_impossible_flags_are_refused_before_anything_is_written(tmp_path, args, message):
-    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={tmp_path / 'run'}", *args)
+    proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={tmp_path / 'run'}", *args)
     _assert_one_line_error(proc, message)
     assert not (tmp_path / "run").exists()
 
@@ -128,7 +127,7 @@ def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
     run = _copy_of(tiny_run, tmp_path / "run")
     before = sorted(os.listdir(run / "ckpt"))
     results = (run / "results.json").read_text()
-    wider = [a if not a.startswith("--widths") else "--widths=8,16,64" for a in TINY]
+    wider = [a if not a.startswith("--widths") else "--widths=8,16,64" for a in ARGS]
     proc = run_cli("cifar_train.py", *wider, "--train_steps=6", f"--model_dir={run}")
     _assert_one_line_error(proc, "different architecture", "widths")
     assert proc.returncode == 2
@@ -138,7 +137,7 @@ def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
     # line on stdout, and nothing touched (the lock was taken and rewritten with its pid)
     lock = (run / ".lock").read_bytes() if (run / ".lock").exists() else None
     for args in ((*wider, "--train_steps=6", f"--model_dir={run}"),
-                 (*TINY, f"--model_dir={tmp_path / 'none'}")):
+                 (*ARGS, f"--model_dir={tmp_path / 'none'}")):
         proc = run_cli("cifar_train.py", *args, "--eval_only")
         _assert_one_line_error(proc, "different architecture" if args[-1].endswith("run")
                                else "does not exist; train first")
@@ -152,7 +151,7 @@ def test_train_steps_below_the_run_is_refused_before_tensorflow_loads(tiny_run, 
     on stdout, and with nothing in the run changed."""
     run = _copy_of(tiny_run, tmp_path / "run")
     files = {p: (run / p).read_bytes() for p in ("config.json", "results.json")}
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=3", f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=3", f"--model_dir={run}")
     _assert_one_line_error(proc, f"--train_steps=3 is below step 4 of the run in {run}; give "
                                  "--train_steps=4 or more")
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
@@ -160,14 +159,14 @@ def test_train_steps_below_the_run_is_refused_before_tensorflow_loads(tiny_run, 
 
 
 def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(tmp_path):
-    assert run_cli("cifar_train.py", *TINY, "--train_steps=4", "--checkpoint_every=2",
+    assert run_cli("cifar_train.py", *ARGS, "--train_steps=4", "--checkpoint_every=2",
                    f"--model_dir={tmp_path}").returncode == 0
     # the newest checkpoint damaged: the run resumes from the newest one that restores, says so,
     # and never starts again at step 0
     with open(glob.glob(str(tmp_path / "ckpt" / "ckpt-4.data-*"))[0], "r+b") as f:
         f.truncate(100)
     (tmp_path / "ckpt" / "checkpoint").write_text("garbage {{{")
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", "--checkpoint_every=2",
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", "--checkpoint_every=2",
                    f"--model_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     assert "skipped ckpt-4" in proc.stdout and "resumed from" in proc.stdout and "ckpt-2" in proc.stdout
@@ -177,14 +176,14 @@ def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(tmp_path
         with open(data, "r+b") as f:
             f.truncate(100)
     before = sorted(os.listdir(tmp_path / "ckpt"))
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=8", f"--model_dir={tmp_path}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=8", f"--model_dir={tmp_path}")
     _assert_one_line_error(proc, "can be restored", "corrupt")
     assert proc.returncode == 2
     assert sorted(os.listdir(tmp_path / "ckpt")) == before
 
 
 def test_diverged_run_ends_with_retry_advice_that_trains_when_appended(tmp_path):
-    command = [*TINY, "--train_steps=12", "--learning_rate=1e9", "--checkpoint_every=1",
+    command = [*ARGS, "--train_steps=12", "--learning_rate=1e9", "--checkpoint_every=1",
                f"--model_dir={tmp_path}"]
     proc = run_cli("cifar_train.py", *command)
     _assert_one_line_error(proc, "NaN")
@@ -253,7 +252,7 @@ def test_relative_directories_are_recorded_as_the_directories_they_name(tmp_path
     (["--head_seed=4294967296"], "--head_seed must be in [0, 4294967295]"),
 ])
 def test_values_past_the_old_validators_are_refused_before_anything_is_written(tmp_path, args, message):
-    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={tmp_path / 'run'}", *args)
+    proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={tmp_path / 'run'}", *args)
     _assert_one_line_error(proc, message)
     assert not (tmp_path / "run").exists()
 
@@ -290,9 +289,9 @@ def test_config_command_line_and_report_import_without_tensorflow(tmp_path, modu
 def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tiny_run, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={a_file}")
+    proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={a_file}")
     _assert_one_line_error(proc, "is a file")
-    proc = run_cli("cifar_train.py", *TINY, "--model_dir=/proc/no/such/run")
+    proc = run_cli("cifar_train.py", *ARGS, "--model_dir=/proc/no/such/run")
     _assert_one_line_error(proc, "cannot write the run")
     proc = run_cli("cifar_train.py", "--dataset=cifar10", f"--data_dir={a_file}",
                    f"--model_dir={tmp_path / 'run'}")
@@ -306,30 +305,30 @@ def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tiny_r
     assert proc.returncode == 2 and not (tmp_path / "run").exists()
     run = _copy_of(tiny_run, tmp_path / "run")
     (run / "results.json").write_text('"a string"')  # parses, but is not an object
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0 and "unreadable" in proc.stdout, proc.stderr  # set aside, said so
     assert json.loads((run / "results.json").read_text())["global_step"] == 6
     assert len(glob.glob(str(run / "results.json.unreadable-*"))) == 1
     (run / "config.json").write_text("[1, 2]")
-    _assert_one_line_error(run_cli("cifar_train.py", *TINY, "--train_steps=8", f"--model_dir={run}"),
+    _assert_one_line_error(run_cli("cifar_train.py", *ARGS, "--train_steps=8", f"--model_dir={run}"),
                            "not a JSON object")
 
 
 def test_a_second_run_on_the_same_model_dir_is_refused(tmp_path):
     first = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *TINY, "--train_steps=100000",
+        [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *ARGS, "--train_steps=100000",
          f"--model_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     try:
         assert "step 2/" in "".join(first.stdout.readline() for _ in range(3))  # it is training
-        proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+        proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
         _assert_one_line_error(proc, "is in use by pid", str(first.pid))
         assert proc.returncode == 2
     finally:
         first.kill()
         first.wait()
     # the lock dies with its process: the next run resumes
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
 
 

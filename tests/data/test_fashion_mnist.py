@@ -11,12 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, run_cli, write_cifar10, write_idx
+from tests.helpers import ROOT, TINY_NET, run_cli, write_cifar10, write_idx
 
 DEBIAN = "/usr/share/datasets/fashion-mnist"
-TINY = ["--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1", "--batch_size=8",
-        "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2", "--eval_every=4",
-        "--train_steps=4"]
+ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2",
+        "--eval_every=4", "--train_steps=4"]
 
 
 def _quiet(env, **extra):
@@ -111,7 +110,7 @@ def test_a_fashion_mnist_run_says_fashion_mnist_everywhere_and_its_export_pads_a
     from resnet_nobn.model.network import custom_objects
     data_dir, _, _, examples = prepared
     run, export = tmp_path / "run", tmp_path / "export"
-    proc = run_cli("cifar_train.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}", *TINY,
+    proc = run_cli("cifar_train.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}", *ARGS,
                    f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stdout, proc.stdout  # its own name: nothing to warn about
@@ -159,7 +158,7 @@ def test_another_datasets_images_under_cifar10s_name_are_said_wherever_the_datas
                                   rng.integers(0, 10, n)) for s, n in (("train", 16), ("test", 8))},
                   label_names=FASHION_MNIST_NAMES)
     run = tmp_path / "study" / "run"
-    proc = run_cli("cifar_train.py", f"--data_dir={data}", *TINY, f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", f"--data_dir={data}", *ARGS, f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     where = str(data / "cifar10" / "3.0.2")
     (warning,) = [line for line in proc.stdout.splitlines() if line.startswith("warning:")]

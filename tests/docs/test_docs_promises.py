@@ -10,15 +10,14 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, TINY, run_cli
 
 # docs/training.md: `step 2000/60000  loss 1.2345  xent 1.2001  lr 0.05  |grad| 0.842  1532.1 img/s
 # eta 0:35:12`; with a clip or AGC, `|grad| 3.1 (bound 12% of steps)`
 PROGRESS = re.compile(r"step \d+/\d+  loss \d+\.\d{4}  xent \d+\.\d{4}  lr [0-9.e+-]+  "
                       r"\|grad\| [0-9.e+-]+( \(bound \d+% of steps\))?  "
                       r"\d+\.\d img/s  eta \d+:\d\d:\d\d")
-TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=8", "--learning_rate=0.01", "--eval_every=4"]
+ARGS = [*TINY, "--eval_every=4"]
 
 
 def _docs():
@@ -39,7 +38,7 @@ def tiny_run(tmp_path_factory):
     """One 4-step run of the BN-free net, logged and checkpointed every 2 steps, read (never
     changed) by the tests below: (its directory, its CompletedProcess)."""
     run = tmp_path_factory.mktemp("tiny_run")
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", "--log_every=2",
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", "--log_every=2",
                    "--checkpoint_every=2", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     return run, proc
@@ -68,7 +67,7 @@ def test_every_tensorboard_scalar_a_run_writes_is_in_the_training_guides_table(t
     table = guide[guide.index("### TensorBoard"):guide.index("### Progress")]
     tags = set()
     twin = tmp_path / "batch"
-    proc = run_cli("cifar_train.py", *TINY, "--norm=batch", "--train_steps=4", "--log_every=2",
+    proc = run_cli("cifar_train.py", *ARGS, "--norm=batch", "--train_steps=4", "--log_every=2",
                    f"--model_dir={twin}")
     assert proc.returncode == 0, proc.stderr
     for run in (tiny_run[0], twin):
@@ -152,7 +151,7 @@ def test_every_entry_point_says_a_flag_error_in_one_line_before_tensorflow(tmp_p
 ])
 def test_bad_cluster_settings_are_one_line_before_tensorflow_loads(tmp_path, env, fragment):
     base = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith("RESNET_NOBN")}
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *TINY,
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *ARGS,
                            f"--model_dir={tmp_path / 'run'}"], capture_output=True, text=True,
                           timeout=60, env=dict(base, PYTHONPATH=_without_tensorflow(tmp_path), **env))
     _one_error_line(proc, fragment)
@@ -211,7 +210,7 @@ def test_a_tilde_after_equals_is_the_home_directory(tmp_path):
     home.mkdir()
     cwd.mkdir()
     env = dict(os.environ, HOME=str(home), TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *TINY,
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *ARGS,
                            "--train_steps=1", "--model_dir=~/runs/x"], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr

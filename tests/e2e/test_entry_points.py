@@ -11,10 +11,9 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, TINY, run_cli
 
-TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=8", "--learning_rate=0.01", "--log_every=2", "--eval_every=2"]
+ARGS = [*TINY, "--log_every=2", "--eval_every=2"]
 
 
 def _files(root):
@@ -110,9 +109,9 @@ def test_report_help_names_every_column_of_the_table():
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    """A finished 2-step TINY run, trained once for this module; a test runs on its own copy."""
+    """A finished 2-step ARGS run, trained once for this module; a test runs on its own copy."""
     run = tmp_path_factory.mktemp("finished") / "run"
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=2", f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=2", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     return run
 
@@ -120,7 +119,7 @@ def finished_run(tmp_path_factory):
 def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path, finished_run):
     """Nothing is built: here TensorFlow cannot even be imported, and the command still answers."""
     run = shutil.copytree(finished_run, tmp_path / "run")
-    args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
+    args = [*ARGS, "--train_steps=2", f"--model_dir={run}"]
     before = {f: os.path.getmtime(run / f) for f in _files(run)}
     fake = tmp_path / "fake" / "tensorflow"
     fake.mkdir(parents=True)
@@ -148,7 +147,7 @@ def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path, f
 def test_a_finished_run_is_not_finished_for_other_settings_or_a_pending_divergence(
         tmp_path, finished_run):
     run = shutil.copytree(finished_run, tmp_path / "run")
-    args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
+    args = [*ARGS, "--train_steps=2", f"--model_dir={run}"]
     other = run_cli("cifar_train.py", *args, "--seed=3")
     assert other.returncode == 2 and "seed: 0 there, 3 here" in other.stderr, other.stderr
     (run / "diverged.json").write_text('{"step": 2, "retry_with": "--learning_rate=0.005"}')
@@ -158,7 +157,7 @@ def test_a_finished_run_is_not_finished_for_other_settings_or_a_pending_divergen
 
 def test_print_commands_writes_nothing(tmp_path):
     root = tmp_path / "root"
-    args = [f"--root={root}", *TINY, "--train_steps=2", "--vary_norm=none,batch",
+    args = [f"--root={root}", *ARGS, "--train_steps=2", "--vary_norm=none,batch",
             "--print_commands"]
     proc = run_cli("ablate.py", *args)
     assert proc.returncode == 0, proc.stderr

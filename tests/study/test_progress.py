@@ -8,7 +8,7 @@ import time
 from helpers import run_cli, tiny_config
 from resnet_nobn.study import progress
 from resnet_nobn.training import rundir
-from test_study import TINY
+from test_study import ARGS
 
 
 def _advance(model_dir, step, loss, images_per_sec):
@@ -154,7 +154,7 @@ def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
     # read every 0.1 s): ticks enough in each run's middle without paying for longer runs
     root = tmp_path / "study"
     p = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--train_steps=100",
-                "--progress_every=0.1", *[a for a in TINY if not a.startswith("--eval_every")],
+                "--progress_every=0.1", *[a for a in ARGS if not a.startswith("--eval_every")],
                 "--eval_every=1000")
     assert p.returncode == 0, p.stderr[-2000:]
     out = p.stdout.splitlines()
@@ -170,6 +170,6 @@ def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
                for l in study), study
     # the same study's runs, read once (as for the jobs of --print_commands): all finished
     once = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--train_steps=100",
-                   "--progress", *TINY)
+                   "--progress", *ARGS)
     assert once.returncode == 0 and once.stdout.splitlines() == [
         "progress: study: 2 of 2 runs finished, 0 running; time left 0:00:00"], once.stdout
