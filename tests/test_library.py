@@ -129,6 +129,7 @@ def _train(cfg):
     return resnet_nobn.train(cfg)  # whichever of resnet_nobn.training's submodules a test loaded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", ["import resnet_nobn.training.rundir", "pass"])
 def test_the_public_train_is_the_function_whichever_comes_first(tmp_path, first):
     """`resnet_nobn.train` is the trainer's function and `resnet_nobn.training` the package of
@@ -201,6 +202,7 @@ print(json.dumps(np.asarray(model(x)).tolist()))
 """
 
 
+@pytest.mark.slow
 def test_a_model_keras_without_the_package_fails_naming_it_and_loads_with_custom_objects(tmp_path):
     import json
     model = resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY_MODEL), seed=1)
@@ -220,6 +222,7 @@ def _blocks(page):
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
 
 
+@pytest.mark.slow
 def test_the_library_pages_code_runs_as_printed_and_loads_in_a_fresh_process(tmp_path):
     train, load = _blocks("library.md")
     p = _python(train, tmp_path)
@@ -232,6 +235,7 @@ def test_the_library_pages_code_runs_as_printed_and_loads_in_a_fresh_process(tmp
     assert 0 <= int(p.stdout.strip().splitlines()[-1]) < 10
 
 
+@pytest.mark.slow
 def test_the_example_script_fits_and_saves(tmp_path):
     p = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py"), "--synthetic",
                  "--steps=3", "--batch_size=16", "--train_size=40", "--test_size=32",

@@ -45,6 +45,7 @@ def trained(tmp_path_factory):
     return tmp, root, run
 
 
+@pytest.mark.slow
 def test_a_folder_trains_and_its_classes_reach_results_the_card_and_the_export(trained):
     tmp, root, run = trained
     results = json.loads((run / "results.json").read_text())
@@ -93,6 +94,7 @@ def test_training_reads_each_image_as_predict_resize_does(tmp_path):
     np.testing.assert_array_equal(grey[..., 0], grey[..., 2])
 
 
+@pytest.mark.slow
 def test_class_names_are_names_in_config_json_and_a_resume_on_other_folders_is_refused(
         trained, tmp_path):
     from resnet_nobn.config import ModelConfig, TrainConfig
@@ -190,6 +192,7 @@ def test_a_folder_standardized_by_its_own_mean_and_std(tmp_path):
     np.testing.assert_allclose(std.std, images.std(axis=(0, 1, 2)), rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_a_resume_on_other_images_says_so_and_records_it(tmp_path):
     """Images added to train/ and one of test/ replaced (same class folders): the resume says so
     in its `with ... (recorded in results.json)` line, and results.json's `resume_changes` records

@@ -33,21 +33,12 @@ def test_progress_lines_in_the_docs_are_the_programs():
         assert PROGRESS.search(line), (name, line)
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """One 4-step run of the BN-free net, logged and checkpointed every 2 steps, read (never
-    changed) by the tests below: (its directory, its CompletedProcess)."""
-    run = tmp_path_factory.mktemp("tiny_run")
-    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", "--log_every=2",
-                   "--checkpoint_every=2", f"--model_dir={run}")
-    assert proc.returncode == 0, proc.stderr
-    return run, proc
-
-
-def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(tiny_run):
-    run, proc = tiny_run
-    progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
-    assert len(progress) == 2 and all(PROGRESS.fullmatch(line) for line in progress), proc.stdout
+@pytest.mark.slow
+def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(cli_run):
+    """The session's 4-step run (conftest.py), logged and checkpointed every 2 steps."""
+    run, stdout = cli_run
+    progress = [line for line in stdout.splitlines() if line.startswith("step ")]
+    assert len(progress) == 2 and all(PROGRESS.fullmatch(line) for line in progress), stdout
     # `.lock` stays, naming its last holder; it is an flock, so it does not block the next run
     holder = (run / ".lock").read_text().strip()
     assert re.fullmatch(r"pid \d+ on host \S+ since [0-9-]+ [0-9:]+", holder), holder
@@ -56,11 +47,12 @@ def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(tiny_run
     assert sorted(json.loads((run / "ckpt" / "losses.json").read_text())) == ["0", "2"]
 
 
+@pytest.mark.slow
 def test_every_tensorboard_scalar_a_run_writes_is_in_the_training_guides_table(tmp_path,
-                                                                               tiny_run):
+                                                                               cli_run):
     """docs/training.md's TensorBoard table names every scalar of train/ and eval/ (a tag
-    `family/<name>` by its family), for the BN-free net (which adds branch_bound/; the module's
-    run) and the twin."""
+    `family/<name>` by its family), for the BN-free net (which adds branch_bound/; the
+    session's run) and the twin."""
     import tensorflow as tf
     with open(os.path.join(ROOT, "docs", "training.md")) as f:
         guide = f.read()
@@ -70,7 +62,7 @@ def test_every_tensorboard_scalar_a_run_writes_is_in_the_training_guides_table(t
     proc = run_cli("cifar_train.py", *ARGS, "--norm=batch", "--train_steps=4", "--log_every=2",
                    f"--model_dir={twin}")
     assert proc.returncode == 0, proc.stderr
-    for run in (tiny_run[0], twin):
+    for run in (cli_run[0], twin):
         for path in glob.glob(str(run / "*" / "events.out.tfevents.*")):
             for event in tf.compat.v1.train.summary_iterator(path):
                 tags |= {(os.path.basename(os.path.dirname(path)), v.tag)
@@ -171,11 +163,12 @@ def test_the_seconds_the_multiworker_guide_gives_are_the_codes():
     assert "SIGKILLed worker 1 by the chief after 20 s and 40 s" in text  # not the 2-10 s once said
 
 
-def test_data_dir_without_the_dataset_is_exactly_one_line(tmp_path):
+def test_data_dir_without_the_dataset_is_exactly_one_line_saying_how_to_prepare_it(tmp_path):
     proc = run_cli("cifar_train.py", "--dataset=cifar100", f"--data_dir={tmp_path}",
-                   f"--model_dir={tmp_path / 'run'}")
+                   f"--model_dir={tmp_path / 'run'}", "--train_steps=1")
     _one_error_line(proc, "no prepared cifar100",
                     "`python run/prepare_data.py --dataset=cifar100 --data_dir=DIR`")
+    assert not (tmp_path / "run").exists()
 
 
 def test_no_doc_or_message_names_a_command_this_environment_lacks():
@@ -202,6 +195,7 @@ def test_each_training_entry_point_helps_with_its_own_recipe(script, other):
         assert word.lower() not in proc.stdout.lower(), (word, proc.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_tilde_after_equals_is_the_home_directory(tmp_path):
     """bash expands `~` only at the start of a word: `--model_dir=~/runs/x` reaches the program

@@ -16,6 +16,8 @@ from helpers import ROOT, TINY_NET, check_model_dir, run_cli
 from resnet_nobn.errors import UserError
 from resnet_nobn.study import launcher, report
 
+pytestmark = pytest.mark.slow
+
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 ARGS = [*TINY_NET, "--batch_size=32", "--lr_boundaries=", "--log_every=10", "--checkpoint_every=10",
         "--eval_every=20", "--run_timeout=900"]

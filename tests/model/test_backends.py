@@ -18,6 +18,8 @@ from resnet_nobn.model import network
 from tests.helpers import ROOT, TINY_MODEL
 from tests.model import backend_side
 
+pytestmark = pytest.mark.slow
+
 CASES = {  # name: (config, seed, fit steps); without fit steps the weights are moved off their
     # init (Fixup's zero classifier, SkipInit's zero alpha), so that every weight is compared
     "paper": (ModelConfig(**TINY_MODEL), 1, 6),

@@ -49,6 +49,7 @@ def _weights(trainer):
     return [v.numpy() for v in trainer.model.trainable_variables]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("init", ["standard", "fixup"])
 def test_every_block_bound_is_at_most_tau_after_training(tmp_path, init):
     tau = 0.05
@@ -82,6 +83,7 @@ def test_off_is_the_step_without_the_constraint(tmp_path, monkeypatch):
         _weights(zero), _weights(Trainer(tiny_config(tmp_path / "init", **kw))))), "it trained"
 
 
+@pytest.mark.slow
 def test_two_replicas_equal_one_device_with_the_constraint(tmp_path):
     assert len(tf.config.list_logical_devices("CPU")) == 2
     with tfds.testing.mock_data(num_examples=64):

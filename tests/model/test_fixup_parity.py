@@ -9,6 +9,8 @@ import pytest
 
 from bench import fixup_jax, fixup_parity
 
+pytestmark = pytest.mark.slow
+
 PARITY = dict(widths=(8, 16, 32), blocks=1, batch_size=16, learning_rate=0.1, seed=3)
 
 

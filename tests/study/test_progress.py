@@ -5,6 +5,8 @@ import os
 import re
 import time
 
+import pytest
+
 from helpers import run_cli, tiny_config
 from resnet_nobn.study import progress
 from resnet_nobn.training import rundir
@@ -149,6 +151,7 @@ def test_a_line_said_while_the_ticker_reads_comes_after_its_lines(tmp_path, monk
                         "[1/1] run: finished"], said
 
 
+@pytest.mark.slow
 def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
     # 100 steps of the tiny net last about 2 s on an idle 2-core machine (logged every 2 steps,
     # read every 0.1 s): ticks enough in each run's middle without paying for longer runs

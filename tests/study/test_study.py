@@ -39,6 +39,7 @@ def test_grid_resolves_auto_init_names_runs_and_drops_duplicates(tmp_path):
         grid.parse_blocks("1-2", 3)
 
 
+@pytest.mark.slow
 def test_two_configuration_study_runs_skips_and_reports(tmp_path):
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--vary_norm=none,batch", "--train_steps=4"] + ARGS
@@ -253,6 +254,7 @@ def test_config_json_whose_model_is_not_an_object_is_one_line(tmp_path):
     assert json.load(open(path))["model"] == 5 and sorted(os.listdir(cfg.model_dir)) == ["config.json"]
 
 
+@pytest.mark.slow
 def test_ablate_ignores_an_unrelated_config_json_under_its_root(tmp_path):
     root = tmp_path / "study"
     (root / "notes").mkdir(parents=True)
@@ -341,6 +343,7 @@ def _alive(pid):
         return f.read().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_a_study_killed_with_sigkill_takes_its_training_child_with_it(tmp_path, sig):
     import signal
@@ -435,6 +438,7 @@ def test_a_grid_of_no_run_is_refused_in_one_line(tmp_path):
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_ablate_prints_no_tensorflow_start_up_lines(tmp_path):
     import subprocess
     import sys

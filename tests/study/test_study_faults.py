@@ -80,6 +80,7 @@ def test_a_study_whose_root_fills_says_so_in_one_line(tmp_path, monkeypatch):
     assert "the disk mounted at" in msg, msg
 
 
+@pytest.mark.slow
 def test_two_studies_with_other_base_flags_do_not_share_a_root(tmp_path):
     root = tmp_path / "study"
     dry = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",

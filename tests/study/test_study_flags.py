@@ -22,6 +22,7 @@ def test_an_empty_root_is_one_line_and_nothing_runs(tmp_path, monkeypatch, dry):
     assert p.stdout == "" and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_order_of_the_seeds_is_no_base_flag(tmp_path):
     root = tmp_path / "study"
     for seed in (0, 1):  # finished runs: the studies below skip them, nothing trains
@@ -49,6 +50,7 @@ def test_a_grid_value_that_no_run_takes_is_refused_naming_its_flag(tmp_path, fla
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_a_study_of_one_run_says_one_run(tmp_path):
     root = tmp_path / "study"
     os.makedirs(root / RUN / "seed-0")  # finished: the study skips it, nothing trains

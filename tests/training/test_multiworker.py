@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "run"))
 import launch_local  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 ARGS = [*TINY, "--widths=8,8,16,16", "--log_every=5", "--eval_every=1000"]  # ImageNet's 4 stages
 

@@ -17,6 +17,8 @@ from tests.helpers import ROOT, TINY
 sys.path.insert(0, os.path.join(ROOT, "run"))
 import launch_local  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 ARGS = [*TINY, "--widths=8,8,16,16", "--log_every=5", "--eval_every=1000",  # ImageNet's 4 stages
         "--train_steps=4"]
 

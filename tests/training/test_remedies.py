@@ -12,8 +12,8 @@ from resnet_nobn.training.steps import adaptive_clip
 from resnet_nobn.training.trainer import Trainer
 from tests.helpers import run_cli, tiny_config
 
-# The networks the remedies are off on: the paper's, Fixup's blocks with the random head (the network
-# --init=fixup built before --scalar_lr_factor), SkipInit's, and the paper's under --clip_norm.
+# The networks the remedies are off on: the paper's, Fixup's blocks with the random head (the
+# network --init=fixup built before --scalar_lr_factor), SkipInit's, the paper's under --clip_norm.
 OFF_CASES = [{}, dict(init="fixup", fixup_reference=False, head="random"), dict(init="skipinit"),
              dict(clip_norm=0.01)]
 
@@ -92,6 +92,7 @@ def test_scalar_lr_factor_moves_fixups_scalars_a_tenth_as_far_and_nothing_else(t
                                     full.model.trainable_variables if v.shape == ())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw", [dict(agc=0.02), dict(init="fixup", scalar_lr_factor=0.1),
                                 dict(agc=0.02, clip_norm=0.5, warmup_steps=3)])
 def test_two_replicas_equal_one_device_with_the_remedy(tmp_path, kw):
