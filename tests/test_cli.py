@@ -265,7 +265,7 @@ def test_a_run_too_big_or_nowhere_is_refused_before_anything_is_written(tmp_path
 
 
 @pytest.mark.parametrize("module", ["config", "cli", "recipes", "study.grid", "study.launcher",
-                                    "study.report", "train.rundir"])
+                                    "study.report", "training.rundir"])
 def test_config_command_line_and_report_import_without_tensorflow(tmp_path, module):
     """The leaf modules: the config and its recipes, the command line, the study and its
     report load no TensorFlow, so flags are checked at once and the report runs anywhere."""
