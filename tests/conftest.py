@@ -1,11 +1,15 @@
-"""Shared test setup: quiet TensorFlow, two logical CPU devices for the MirroredStrategy tests."""
+"""Shared test setup: quiet TensorFlow, two logical CPU devices for the MirroredStrategy tests, and
+the tiny runs trained once a session (`finished_run`, `cli_run`)."""
+import fcntl
 import os
+import shutil
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 # Must happen before TensorFlow initialises its devices; one_device runs use /cpu:0 only.
@@ -13,3 +17,73 @@ _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 
+
+
+def _made_once(tmp_path_factory, name, make):
+    """`<shared>/<name>`, made by `make(directory)` once in the whole session: the xdist workers
+    share it (the first to ask makes it under a file lock while the others wait, then read it).
+    Tests read it, or change a copy of it (tests.helpers.copy_of)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the workers' base directories are in the session's
+    where, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(where, ignore_errors=True)
+            where.mkdir()
+            make(where)
+            done.touch()
+    return where
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory):
+    """A tiny run trained to its end in process (tiny_config: 4 steps, checkpoints and
+    evaluations at steps 0, 2 and 4), once a session: its directory. A test reads it, or copies
+    it (tests.helpers.copy_of) to change it."""
+    def make(where):
+        from resnet_nobn.training import trainer
+        from tests.helpers import tiny_config
+        trainer.train(tiny_config(where / "run", train_steps=4, checkpoint_every=2, eval_every=2))
+    return _made_once(tmp_path_factory, "finished_run", make) / "run"
+
+
+@pytest.fixture(scope="session")
+def cli_run(tmp_path_factory):
+    """A tiny run of run/cifar_train.py to its end (tests.helpers.CLI_RUN, 4 steps: progress at
+    2 and 4, checkpoints at 0, 2 and 4), once a session: (its directory, what it printed on
+    stdout, on stderr). A test reads it, or copies it (tests.helpers.copy_of) to change it. It
+    runs in a shell whose KERAS_BACKEND names another backend (torch, not installed here): every
+    entry point pins TensorFlow's and says so in one line."""
+    from tests.helpers import CLI_RUN, run_cli
+
+    def make(where):
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("KERAS_BACKEND", "torch")
+            proc = run_cli("cifar_train.py", *CLI_RUN, "--train_steps=4",
+                           f"--model_dir={where / 'run'}")
+        assert proc.returncode == 0, proc.stderr
+        (where / "stdout.txt").write_text(proc.stdout)
+        (where / "stderr.txt").write_text(proc.stderr)
+    where = _made_once(tmp_path_factory, "cli_run", make)
+    return where / "run", (where / "stdout.txt").read_text(), (where / "stderr.txt").read_text()
+
+
+@pytest.fixture(scope="session")
+def diverged_run(tmp_path_factory):
+    """A tiny run that diverged in its first loop, in process (tests.helpers.DIVERGED_RUN: 4 steps,
+    checkpoints and evaluations every 2, learning rate 1e9; its ckpt-0 kept), once a session: (its
+    directory, the TrainingDiverged message: the error and its `retry with:` line). A test
+    copies it (tests.helpers.copy_of) to go on from it."""
+    def make(where):
+        from resnet_nobn.errors import TrainingDiverged
+        from resnet_nobn.training import trainer
+        from tests.helpers import DIVERGED_RUN, tiny_config
+        try:
+            trainer.train(tiny_config(where / "run", **DIVERGED_RUN))
+        except TrainingDiverged as e:
+            (where / "message.txt").write_text(str(e))
+        assert (where / "message.txt").exists(), "the run did not diverge"
+    where = _made_once(tmp_path_factory, "diverged_run", make)
+    return where / "run", (where / "message.txt").read_text()

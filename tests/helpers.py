@@ -4,6 +4,7 @@ import collections
 import dataclasses
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -13,18 +14,40 @@ from resnet_nobn.config import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The tests' tiny network: one block a stage, 8, 16 and 32 channels, an 8-channel stem (trains in
+# seconds on a CPU). TINY_MODEL: its ModelConfig fields; TINY_NET: the same as flags of run/*.py.
+TINY_MODEL = dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8)
+TINY_NET = ["--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1"]
+# A tiny run as tiny_config trains it, as flags of run/cifar_train.py: the tiny network on
+# synthetic data, batch 8, rate 0.01. A module adds its own cadence; a flag given again after it
+# takes the later value (absl's rule), e.g. [*TINY, "--batch_size=16"].
+TINY = ["--use_synthetic_data", *TINY_NET, "--batch_size=8", "--learning_rate=0.01"]
+# The flags of the `cli_run` fixture's run (tests/conftest.py), without its --train_steps=4 and
+# --model_dir: logged and checkpointed every 2 steps, evaluated every 4. A test resuming a copy of
+# it gives these, so that it changes only what it means to.
+CLI_RUN = [*TINY, "--log_every=2", "--eval_every=4", "--checkpoint_every=2"]
+# tiny_config's settings of the `diverged_run` fixture's run: it diverges in its first loop.
+DIVERGED_RUN = dict(train_steps=4, checkpoint_every=2, eval_every=2, learning_rate=1e9)
+
 
 def tiny_config(model_dir, **overrides):
-    """A 1-block-per-stage, narrow CIFAR net on synthetic data: trains in seconds on a CPU."""
+    """A TrainConfig of TINY_MODEL on synthetic data (TINY's run, without its flags' recipe of
+    weight decay and rate boundaries): trains in seconds on a CPU."""
     model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
     model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
-    model = ModelConfig(**{**dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8),
-                           **model_kw})
+    model = ModelConfig(**{**TINY_MODEL, **model_kw})
     base = dict(model=model, use_synthetic_data=True, train_steps=6, batch_size=8,
                 learning_rate=0.01, lr_boundaries=(), eval_every=1000, checkpoint_every=1000,
                 log_every=1000, strategy="one_device", model_dir=str(model_dir))
     base.update(overrides)
     return TrainConfig(**base)
+
+
+def copy_of(run, where):
+    """A copy of the run directory `run` at `where` (a session fixture's run, this test's own to
+    change); returns `where`."""
+    shutil.copytree(run, where)
+    return where
 
 
 def check_model_dir(cfg):
@@ -61,6 +84,43 @@ def run_cli(script, *args, timeout=240):
     """Runs `python run/<script> args`; returns the CompletedProcess."""
     argv, env = _cli(script, args)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+_FLAG_CHECKS = r"""
+import contextlib, io, json, os, runpy, sys
+script, cases = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, os.path.dirname(script))
+runpy.run_path(script)  # the entry point's flags defined; its main runs only as __main__
+from absl import flags
+from resnet_nobn import cli
+said = []
+for args in cases:
+    flags.FLAGS.unparse_flags()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            cli.parse_flags([script, *args])
+            cli.main_wrapper(lambda: cli.config_from_flags(flags.FLAGS))
+        status = 0
+    except SystemExit as e:
+        status = e.code
+    said.append([status, err.getvalue()])
+print(json.dumps(said))
+"""
+
+
+def flag_errors(script, cases, env=None):
+    """[(exit status, stderr)] of run/<script> given each argument list of `cases`, as far as its
+    configuration: the flags parsed (cli.parse_flags) and made a TrainConfig
+    (cli.config_from_flags, in cli.main_wrapper), as the entry point does before anything else;
+    every case in one process, so that a table of bad flags costs one launch. `env`: the
+    process's environment (default: run_cli's)."""
+    import json
+    argv, default = _cli(script, [])
+    proc = subprocess.run([sys.executable, "-c", _FLAG_CHECKS, argv[1], json.dumps(cases)],
+                          capture_output=True, text=True, timeout=120, env=env or default)
+    assert proc.returncode == 0, proc.stderr
+    return [tuple(case) for case in json.loads(proc.stdout)]
 
 
 def start_cli(script, *args):

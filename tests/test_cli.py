@@ -3,17 +3,15 @@ import glob
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import CLI_RUN, ROOT, copy_of, flag_errors, run_cli
 
-TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=8", "--learning_rate=0.01", "--log_every=2", "--eval_every=4"]
+ARGS = CLI_RUN  # the flags of the `cli_run` fixture's run
 
 
 def _assert_one_line_error(proc, *fragments):
@@ -56,69 +54,20 @@ def test_imagenet_flags_default_to_the_imagenet_recipe():
         assert f"(default: '{default}')" in defaults[flag], (flag, defaults.get(flag))
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """One finished 4-step TINY run, trained once for the tests that start from such a run:
-    (its directory, its CompletedProcess). A test copies the directory (`_copy_of`) before
-    changing anything in it. It runs in a shell whose KERAS_BACKEND names another backend (torch,
-    not installed here): every entry point pins TensorFlow's and says so in one line."""
-    run = tmp_path_factory.mktemp("tiny_run") / "run"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("KERAS_BACKEND", "torch")
-        proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={run}")
-    assert proc.returncode == 0, proc.stderr
-    return run, proc
-
-
-def _copy_of(tiny_run, where):
-    """A copy of the fixture's run directory at `where`: a run at step 4, this test's own."""
-    shutil.copytree(tiny_run[0], where)
-    return where
-
-
-def test_tiny_run_trains_resumes_and_writes_results(tiny_run, tmp_path):
-    proc = tiny_run[1]
-    assert "step 4/4" in proc.stdout and "img/s" in proc.stdout and "eta" in proc.stdout
-    assert proc.stderr == ("warning: KERAS_BACKEND=torch ignored: cifar_train.py runs on "
-                           "TensorFlow (the library's network runs on other backends: "
-                           "docs/backends.md)\n"), proc.stderr
-    run = _copy_of(tiny_run, tmp_path / "run")
+@pytest.mark.slow
+def test_tiny_run_trains_resumes_and_writes_results(cli_run, tmp_path):
+    stdout, stderr = cli_run[1], cli_run[2]
+    assert "step 4/4" in stdout and "img/s" in stdout and "eta" in stdout
+    assert stderr == ("warning: KERAS_BACKEND=torch ignored: cifar_train.py runs on "
+                      "TensorFlow (the library's network runs on other backends: "
+                      "docs/backends.md)\n"), stderr
+    run = copy_of(cli_run[0], tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
     assert results["global_step"] == 4 and results["config"]["model"]["widths"] == [8, 16, 32]
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stdout and "step 6/6" in proc.stdout
     assert json.loads((run / "results.json").read_text())["global_step"] == 6
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--dataset=mnist"], "--dataset=mnist"),
-    (["--batch_size=0"], "--batch_size=0"),
-    (["--train_steps=-5"], "--train_steps=-5"),
-    (["--learning_rate=0"], "--learning_rate must be positive"),
-    (["--lr_boundaries=50000,30000"], "strictly increasing"),
-    (["--widths=64,abc"], "--widths must be a comma list of positive integers, e.g. 64,128,256"),
-    (["--blocks_per_stage=0"], "--blocks_per_stage must be a comma list of positive integers (or "
-                               "one for every stage), e.g. 9,9,9"),
-    (["--strides=0,1,1"], "--strides must be a comma list of positive integers, e.g. 1,2,2"),
-    (["--blocks_per_stage=9,9"], "one entry per stage"),
-    (["--widths=32,16,8"], "non-decreasing"),
-    (["--norm=layer"], "--norm=layer"),
-])
-def test_impossible_flags_are_refused_before_anything_is_written(tmp_path, args, message):
-    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={tmp_path / 'run'}", *args)
-    _assert_one_line_error(proc, message)
-    assert not (tmp_path / "run").exists()
-
-
-def test_data_dir_without_the_dataset_says_how_to_prepare_it(tmp_path):
-    proc = run_cli("cifar_train.py", "--dataset=cifar100", f"--data_dir={tmp_path}",
-                   f"--model_dir={tmp_path / 'run'}", "--train_steps=1")
-    _assert_one_line_error(proc, "no prepared cifar100",
-                           "python run/prepare_data.py --dataset=cifar100")
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
-    assert not (tmp_path / "run").exists()
 
 
 def test_an_imagenet_data_dir_that_is_a_file_says_how_to_prepare_it(tmp_path):
@@ -130,11 +79,12 @@ def test_an_imagenet_data_dir_that_is_a_file_says_how_to_prepare_it(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
-    run = _copy_of(tiny_run, tmp_path / "run")
+@pytest.mark.slow
+def test_model_dir_of_another_architecture_is_refused(cli_run, tmp_path):
+    run = copy_of(cli_run[0], tmp_path / "run")
     before = sorted(os.listdir(run / "ckpt"))
     results = (run / "results.json").read_text()
-    wider = [a if not a.startswith("--widths") else "--widths=8,16,64" for a in TINY]
+    wider = [a if not a.startswith("--widths") else "--widths=8,16,64" for a in ARGS]
     proc = run_cli("cifar_train.py", *wider, "--train_steps=6", f"--model_dir={run}")
     _assert_one_line_error(proc, "different architecture", "widths")
     assert proc.returncode == 2
@@ -144,7 +94,7 @@ def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
     # line on stdout, and nothing touched (the lock was taken and rewritten with its pid)
     lock = (run / ".lock").read_bytes() if (run / ".lock").exists() else None
     for args in ((*wider, "--train_steps=6", f"--model_dir={run}"),
-                 (*TINY, f"--model_dir={tmp_path / 'none'}")):
+                 (*ARGS, f"--model_dir={tmp_path / 'none'}")):
         proc = run_cli("cifar_train.py", *args, "--eval_only")
         _assert_one_line_error(proc, "different architecture" if args[-1].endswith("run")
                                else "does not exist; train first")
@@ -153,44 +103,44 @@ def test_model_dir_of_another_architecture_is_refused(tiny_run, tmp_path):
     assert ((run / ".lock").read_bytes() if (run / ".lock").exists() else None) == lock
 
 
-def test_train_steps_below_the_run_is_refused_before_tensorflow_loads(tiny_run, tmp_path):
+def test_train_steps_below_the_run_is_refused_before_tensorflow_loads(cli_run, tmp_path):
     """Said from the checkpoint names, as the other refusals of a resume: before the device line
     on stdout, and with nothing in the run changed."""
-    run = _copy_of(tiny_run, tmp_path / "run")
+    run = copy_of(cli_run[0], tmp_path / "run")
     files = {p: (run / p).read_bytes() for p in ("config.json", "results.json")}
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=3", f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=3", f"--model_dir={run}")
     _assert_one_line_error(proc, f"--train_steps=3 is below step 4 of the run in {run}; give "
                                  "--train_steps=4 or more")
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
     assert {p: (run / p).read_bytes() for p in files} == files
 
 
-def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(tmp_path):
-    assert run_cli("cifar_train.py", *TINY, "--train_steps=4", "--checkpoint_every=2",
-                   f"--model_dir={tmp_path}").returncode == 0
+@pytest.mark.slow
+def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(cli_run, tmp_path):
+    run = copy_of(cli_run[0], tmp_path / "run")  # checkpoints at steps 0, 2 and 4
     # the newest checkpoint damaged: the run resumes from the newest one that restores, says so,
     # and never starts again at step 0
-    with open(glob.glob(str(tmp_path / "ckpt" / "ckpt-4.data-*"))[0], "r+b") as f:
+    with open(glob.glob(str(run / "ckpt" / "ckpt-4.data-*"))[0], "r+b") as f:
         f.truncate(100)
-    (tmp_path / "ckpt" / "checkpoint").write_text("garbage {{{")
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", "--checkpoint_every=2",
-                   f"--model_dir={tmp_path}")
+    (run / "ckpt" / "checkpoint").write_text("garbage {{{")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "skipped ckpt-4" in proc.stdout and "resumed from" in proc.stdout and "ckpt-2" in proc.stdout
-    assert [h["step"] for h in json.loads((tmp_path / "results.json").read_text())["history"]] == [4, 6]
+    assert [h["step"] for h in json.loads((run / "results.json").read_text())["history"]] == [4, 6]
     # every checkpoint damaged: one line, exit 2, nothing overwritten
-    for data in glob.glob(str(tmp_path / "ckpt" / "*.data-*")):
+    for data in glob.glob(str(run / "ckpt" / "*.data-*")):
         with open(data, "r+b") as f:
             f.truncate(100)
-    before = sorted(os.listdir(tmp_path / "ckpt"))
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=8", f"--model_dir={tmp_path}")
+    before = sorted(os.listdir(run / "ckpt"))
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=8", f"--model_dir={run}")
     _assert_one_line_error(proc, "can be restored", "corrupt")
     assert proc.returncode == 2
-    assert sorted(os.listdir(tmp_path / "ckpt")) == before
+    assert sorted(os.listdir(run / "ckpt")) == before
 
 
+@pytest.mark.slow
 def test_diverged_run_ends_with_retry_advice_that_trains_when_appended(tmp_path):
-    command = [*TINY, "--train_steps=12", "--learning_rate=1e9", "--checkpoint_every=1",
+    command = [*ARGS, "--train_steps=12", "--learning_rate=1e9", "--checkpoint_every=1",
                f"--model_dir={tmp_path}"]
     proc = run_cli("cifar_train.py", *command)
     _assert_one_line_error(proc, "NaN")
@@ -207,6 +157,7 @@ def test_diverged_run_ends_with_retry_advice_that_trains_when_appended(tmp_path)
     assert all(math.isfinite(h["eval_loss"]) for h in results["history"])
 
 
+@pytest.mark.slow
 def test_after_a_second_divergence_the_advice_rolls_back_past_it_too(tmp_path):
     """Re-run without its advice, a run rolls back and diverges again where it did, with the same
     advice; appending the advice then resumed from the checkpoint on the way up that the first
@@ -244,7 +195,21 @@ def test_relative_directories_are_recorded_as_the_directories_they_name(tmp_path
         assert json.loads(out.stdout) == expected, out.stderr
 
 
-@pytest.mark.parametrize("args, message", [
+# Flags that make no run, and what run/cifar_train.py says of each.
+BAD_FLAGS = [
+    (["--dataset=mnist"], "--dataset=mnist"),
+    (["--batch_size=0"], "--batch_size=0"),
+    (["--train_steps=-5"], "--train_steps=-5"),
+    (["--learning_rate=0"], "--learning_rate must be positive"),
+    (["--lr_boundaries=50000,30000"], "strictly increasing"),
+    (["--widths=64,abc"], "--widths must be a comma list of positive integers, e.g. 64,128,256"),
+    (["--blocks_per_stage=0"], "--blocks_per_stage must be a comma list of positive integers (or "
+                               "one for every stage), e.g. 9,9,9"),
+    (["--strides=0,1,1"], "--strides must be a comma list of positive integers, e.g. 1,2,2"),
+    (["--blocks_per_stage=9,9"], "one entry per stage"),
+    (["--widths=32,16,8"], "non-decreasing"),
+    (["--norm=layer"], "--norm=layer"),
+    # values past the old validators
     (["--momentum=nan"], "--momentum must be a finite number, e.g. 0.9"),
     (["--weight_decay=nan"], "--weight_decay must be a finite number, e.g. 0.0001"),
     (["--lr_decay_factor=nan"], "--lr_decay_factor must be a finite number, e.g. 0.1"),
@@ -252,31 +217,54 @@ def test_relative_directories_are_recorded_as_the_directories_they_name(tmp_path
     (["--learning_rate=nan"], "--learning_rate must be a finite number, e.g. 0.05"),
     (["--strides=1,8,8"], "does not fit its 4x4 feature map"),
     (["--lr_decay_factor=0"], "--lr_decay_factor must be in (0, 1]"),
-    (["--widths=60000,60000,60000"], "lower --widths"),
-    (["--batch_size=100000000"], "lower --batch_size"),
-    (["--model_dir="], "--model_dir is empty"),
     (["--seed=-1"], "--seed=-1: -1 is not an integer in the range [0, 4294967295]"),
     (["--head_seed=4294967296"], "--head_seed must be in [0, 4294967295]"),
-])
-def test_values_past_the_old_validators_are_refused_before_anything_is_written(tmp_path, args, message):
-    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={tmp_path / 'run'}", *args)
-    _assert_one_line_error(proc, message)
+]
+
+
+@pytest.fixture(scope="module")
+def said_to_bad_flags(tmp_path_factory):
+    """{arguments: (exit status, stderr)} of run/cifar_train.py given each of BAD_FLAGS, all in
+    one process (helpers.flag_errors), with a `tensorflow` that cannot be imported: said before
+    TensorFlow loads; and none of their --model_dir was made."""
+    where = tmp_path_factory.mktemp("bad_flags")
+    fake = where / "fake" / "tensorflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('tensorflow imported before the flags')\n")
+    cases = [[*ARGS, f"--model_dir={where / f'run{i}'}", *args]
+             for i, (args, _) in enumerate(BAD_FLAGS)]
+    said = flag_errors("cifar_train.py", cases, env=dict(
+        os.environ, PYTHONPATH=f"{where / 'fake'}{os.pathsep}{ROOT}"))
+    assert not [p for p in os.listdir(where) if p.startswith("run")]
+    return {tuple(args): s for (args, _), s in zip(BAD_FLAGS, said)}
+
+
+@pytest.mark.parametrize("args, message", BAD_FLAGS)
+def test_impossible_flags_are_one_line_before_tensorflow_loads(said_to_bad_flags, args, message):
+    status, stderr = said_to_bad_flags[tuple(args)]
+    lines = stderr.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("error: "), (status, stderr)
+    assert message in lines[0], lines[0]
+
+
+def test_an_impossible_flag_is_refused_by_the_command_before_anything_is_written(tmp_path):
+    """BAD_FLAGS' contract from the command itself: one line, exit status 2, no --model_dir."""
+    proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={tmp_path / 'run'}", "--batch_size=0")
+    _assert_one_line_error(proc, "--batch_size=0")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "run").exists()
 
 
-def test_flags_are_checked_before_tensorflow_is_imported(tmp_path):
-    """A flag error must come fast: with an `import tensorflow` that fails, it is still reported."""
-    fake = tmp_path / "fake" / "tensorflow"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('tensorflow imported before the flags')\n")
-    env_path = f"{tmp_path / 'fake'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    for args, message in ((["--momentum=nan"], "finite"), (["--widhts=8"], "widths"),
-                          (["--blocks_per_stage=9,9"], "one entry per stage")):
-        proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *args],
-                              capture_output=True, text=True, timeout=60,
-                              env=dict(os.environ, PYTHONPATH=env_path))
-        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
-        assert "tensorflow imported before the flags" not in proc.stderr
+@pytest.mark.slow
+@pytest.mark.parametrize("args, message", [  # said by the trainer, once TensorFlow loaded
+    (["--widths=60000,60000,60000"], "lower --widths"),
+    (["--batch_size=100000000"], "lower --batch_size"),
+    (["--model_dir="], "--model_dir is empty"),
+])
+def test_a_run_too_big_or_nowhere_is_refused_before_anything_is_written(tmp_path, args, message):
+    proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={tmp_path / 'run'}", *args)
+    _assert_one_line_error(proc, message)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("module", ["config", "cli", "recipes", "study.grid", "study.launcher",
@@ -293,12 +281,13 @@ def test_config_command_line_and_report_import_without_tensorflow(tmp_path, modu
     assert proc.returncode == 0, proc.stderr
 
 
-def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tiny_run, tmp_path):
+@pytest.mark.slow
+def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(cli_run, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    proc = run_cli("cifar_train.py", *TINY, f"--model_dir={a_file}")
+    proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={a_file}")
     _assert_one_line_error(proc, "is a file")
-    proc = run_cli("cifar_train.py", *TINY, "--model_dir=/proc/no/such/run")
+    proc = run_cli("cifar_train.py", *ARGS, "--model_dir=/proc/no/such/run")
     _assert_one_line_error(proc, "cannot write the run")
     proc = run_cli("cifar_train.py", "--dataset=cifar10", f"--data_dir={a_file}",
                    f"--model_dir={tmp_path / 'run'}")
@@ -310,32 +299,33 @@ def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(tiny_r
                    f"--model_dir={tmp_path / 'run'}")
     _assert_one_line_error(proc, "cifar10")
     assert proc.returncode == 2 and not (tmp_path / "run").exists()
-    run = _copy_of(tiny_run, tmp_path / "run")
+    run = copy_of(cli_run[0], tmp_path / "run")
     (run / "results.json").write_text('"a string"')  # parses, but is not an object
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=6", f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0 and "unreadable" in proc.stdout, proc.stderr  # set aside, said so
     assert json.loads((run / "results.json").read_text())["global_step"] == 6
     assert len(glob.glob(str(run / "results.json.unreadable-*"))) == 1
     (run / "config.json").write_text("[1, 2]")
-    _assert_one_line_error(run_cli("cifar_train.py", *TINY, "--train_steps=8", f"--model_dir={run}"),
+    _assert_one_line_error(run_cli("cifar_train.py", *ARGS, "--train_steps=8", f"--model_dir={run}"),
                            "not a JSON object")
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_model_dir_is_refused(tmp_path):
     first = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *TINY, "--train_steps=100000",
+        [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *ARGS, "--train_steps=100000",
          f"--model_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     try:
         assert "step 2/" in "".join(first.stdout.readline() for _ in range(3))  # it is training
-        proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+        proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
         _assert_one_line_error(proc, "is in use by pid", str(first.pid))
         assert proc.returncode == 2
     finally:
         first.kill()
         first.wait()
     # the lock dies with its process: the next run resumes
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", f"--model_dir={tmp_path}")
+    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
 
 

@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 
 import resnet_nobn
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TINY_MODEL
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONPATH=ROOT)
-TINY = dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8)
-
 
 def _python(code_or_args, cwd, timeout=300):
     args = ["-c", code_or_args] if isinstance(code_or_args, str) else code_or_args
@@ -49,7 +47,7 @@ def test_configs_from_python_name_the_field_and_take_lists_and_one_number():
     assert str(e.value) == "TrainConfig.learning_rate must be positive"
     assert e.value.flag_words == "--learning_rate must be positive"  # the command line's words
     one = resnet_nobn.ModelConfig(widths=[8, 16, 32], blocks_per_stage=1, stem_width=8)
-    same = resnet_nobn.ModelConfig(**TINY)
+    same = resnet_nobn.ModelConfig(**TINY_MODEL)
     assert one == same and hash(one) == hash(same)
     cfg = resnet_nobn.TrainConfig(model=one, lr_boundaries=[100, 200])
     assert cfg.lr_boundaries == (100, 200) and isinstance(hash(cfg), int)
@@ -99,7 +97,7 @@ def test_configs_from_python_name_the_field_and_take_lists_and_one_number():
 ])
 def test_a_model_config_value_the_network_cannot_take_is_refused_naming_the_field(kw, message):
     with pytest.raises(resnet_nobn.ConfigError, match="^" + message):
-        resnet_nobn.ModelConfig(**{**TINY, **kw})
+        resnet_nobn.ModelConfig(**{**TINY_MODEL, **kw})
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -131,7 +129,7 @@ def test_what_the_network_does_take_builds():
     for kw in (dict(kernel_size=2, stem_kernel=4), dict(image_size=8), dict(image_size=4),
                dict(image_size=1, strides=(1, 1, 1)), dict(num_classes=2),
                dict(norm="batch", init="he", bn_momentum=0.0, bn_epsilon=1e-8)):
-        cfg = resnet_nobn.ModelConfig(**{**TINY, **kw})
+        cfg = resnet_nobn.ModelConfig(**{**TINY_MODEL, **kw})
         n = cfg.image_size
         out = resnet_nobn.build_model(cfg)(np.ones((2, n, n, 3), "float32"), training=True)
         assert out.shape == (2, cfg.num_classes) and np.isfinite(np.asarray(out)).all(), kw
@@ -183,6 +181,7 @@ def _train(cfg):
     return resnet_nobn.train(cfg)  # whichever of resnet_nobn.training's submodules a test loaded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", ["import resnet_nobn.training.rundir", "pass"])
 def test_the_public_train_is_the_function_whichever_comes_first(tmp_path, first):
     """`resnet_nobn.train` is the trainer's function and `resnet_nobn.training` the package of
@@ -200,17 +199,17 @@ def test_the_public_train_is_the_function_whichever_comes_first(tmp_path, first)
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=None), TypeError,
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY_MODEL), seed=None), TypeError,
      r"^build_model's seed must be an integer in \[0, 4294967295\], not None; e.g. seed=0$"),
-    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=-1),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY_MODEL), seed=-1),
      resnet_nobn.ConfigError, r"^build_model's seed=-1 must be in \[0, 4294967295\]$"),
     (lambda: resnet_nobn.build_model(resnet_nobn.recipes.cifar()), TypeError,
      r"^build_model takes a ModelConfig, not a TrainConfig; for a TrainConfig pass its \.model"),
     (lambda: resnet_nobn.build_model({"widths": (8, 16, 32)}), TypeError,
      r"^build_model takes a ModelConfig, not a dict; e.g. resnet_nobn\.ModelConfig\(\)$"),
-    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), weight_decay=-1),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY_MODEL), weight_decay=-1),
      resnet_nobn.ConfigError, r"^build_model's weight_decay=-1 must be at least 0\.0$"),
-    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), weight_decay=None),
+    (lambda: resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY_MODEL), weight_decay=None),
      resnet_nobn.ConfigError, r"^build_model's weight_decay=None must be a number, e.g. 0\.0001"),
     (lambda: resnet_nobn.recipes.optimizer(resnet_nobn.ModelConfig()), TypeError,
      r"^recipes\.optimizer takes a TrainConfig \(its momentum and learning-rate schedule\), not a "
@@ -292,9 +291,10 @@ print(json.dumps(np.asarray(model(x)).tolist()))
 """
 
 
+@pytest.mark.slow
 def test_a_model_keras_without_the_package_fails_naming_it_and_loads_with_custom_objects(tmp_path):
     import json
-    model = resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=1)
+    model = resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY_MODEL), seed=1)
     model.save(tmp_path / "model.keras")
     p = _python(LOAD, tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -311,6 +311,7 @@ def _blocks(page):
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
 
 
+@pytest.mark.slow
 def test_the_library_pages_code_runs_as_printed_and_loads_in_a_fresh_process(tmp_path):
     train, load = _blocks("library.md")
     p = _python(train, tmp_path)
@@ -323,6 +324,7 @@ def test_the_library_pages_code_runs_as_printed_and_loads_in_a_fresh_process(tmp
     assert 0 <= int(p.stdout.strip().splitlines()[-1]) < 10
 
 
+@pytest.mark.slow
 def test_the_example_script_fits_and_saves(tmp_path):
     p = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py"), "--synthetic",
                  "--steps=3", "--batch_size=16", "--train_size=40", "--test_size=32",

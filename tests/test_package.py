@@ -8,6 +8,7 @@ import sys
 import tomllib
 
 import numpy as np
+import pytest
 
 from resnet_nobn.config import ModelConfig
 from resnet_nobn.model import network as model_lib
@@ -29,6 +30,7 @@ print(json.dumps(np.asarray(model(x)).tolist()))
 """
 
 
+@pytest.mark.slow
 def test_model_keras_loads_with_custom_objects_and_the_package_import_changes_nothing(tmp_path):
     cfg = ModelConfig(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8, norm="batch",
                       init="he")

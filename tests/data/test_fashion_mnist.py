@@ -11,12 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, run_cli, write_cifar10, write_idx
+from tests.helpers import ROOT, TINY_NET, run_cli, write_cifar10, write_idx
 
 DEBIAN = "/usr/share/datasets/fashion-mnist"
-TINY = ["--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1", "--batch_size=8",
-        "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2", "--eval_every=4",
-        "--train_steps=4"]
+ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2",
+        "--eval_every=4", "--train_steps=4"]
 
 
 def _quiet(env, **extra):
@@ -61,6 +60,7 @@ def test_preparing_it_for_a_training_run_draws_no_progress_bars(tmp_path, capfd)
     assert "%|" not in said.out + said.err and "examples/s" not in said.out + said.err, said
 
 
+@pytest.mark.slow
 def test_prepare_data_writes_tfds_own_fashion_mnist_from_idx_files(prepared):
     import tensorflow_datasets as tfds
     data_dir, (train, test), out, examples = prepared
@@ -80,6 +80,7 @@ def test_prepare_data_writes_tfds_own_fashion_mnist_from_idx_files(prepared):
     assert again.returncode == 0 and "already prepared" in again.stdout, again.stderr
 
 
+@pytest.mark.slow
 def test_examples_that_cannot_be_written_are_one_line_and_the_dataset_stays(prepared, tmp_path):
     data_dir, first = prepared[0], sorted(os.listdir(prepared[3]))[0]
     (tmp_path / "file").write_text("")
@@ -100,6 +101,7 @@ def test_examples_that_cannot_be_written_are_one_line_and_the_dataset_stays(prep
     assert sorted(os.listdir(data_dir)) == ["fashion_mnist"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_fashion_mnist_run_says_fashion_mnist_everywhere_and_its_export_pads_as_training(
         prepared, tmp_path):
@@ -111,7 +113,7 @@ def test_a_fashion_mnist_run_says_fashion_mnist_everywhere_and_its_export_pads_a
     from resnet_nobn.model.network import custom_objects
     data_dir, _, _, examples = prepared
     run, export = tmp_path / "run", tmp_path / "export"
-    proc = run_cli("cifar_train.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}", *TINY,
+    proc = run_cli("cifar_train.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}", *ARGS,
                    f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stdout, proc.stdout  # its own name: nothing to warn about
@@ -147,6 +149,7 @@ def test_a_fashion_mnist_run_says_fashion_mnist_everywhere_and_its_export_pads_a
     np.testing.assert_array_equal(padded[..., 0], padded[..., 2])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_another_datasets_images_under_cifar10s_name_are_said_wherever_the_dataset_is_named(
         tmp_path):
@@ -159,7 +162,7 @@ def test_another_datasets_images_under_cifar10s_name_are_said_wherever_the_datas
                                   rng.integers(0, 10, n)) for s, n in (("train", 16), ("test", 8))},
                   label_names=FASHION_MNIST_NAMES)
     run = tmp_path / "study" / "run"
-    proc = run_cli("cifar_train.py", f"--data_dir={data}", *TINY, f"--model_dir={run}")
+    proc = run_cli("cifar_train.py", f"--data_dir={data}", *ARGS, f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     where = str(data / "cifar10" / "3.0.2")
     (warning,) = [line for line in proc.stdout.splitlines() if line.startswith("warning:")]
@@ -195,6 +198,7 @@ def test_real_cifar10_class_names_are_not_a_mismatch(tmp_path):
         builder, other)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["cifar_train.py", "--dataset=cifar100"],  # tfds' default directory, made by the download
     ["prepare_data.py", "--dataset=cifar10"],  # --data_dir made by the command
@@ -216,6 +220,7 @@ def test_an_offline_download_leaves_nothing_behind_and_names_the_offline_routes(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_an_offline_download_into_an_existing_directory_removes_only_what_it_made(
         tmp_path, no_network):
     data = tmp_path / "tfds"
@@ -230,6 +235,7 @@ def test_an_offline_download_into_an_existing_directory_removes_only_what_it_mad
     assert left == ["downloads", "downloads/manual", "downloads/manual/keep.tar", "other"], left
 
 
+@pytest.mark.slow
 def test_fashion_mnist_without_its_idx_files_says_where_they_go(tmp_path):
     (tmp_path / "idx").mkdir()
     proc = run_cli("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={tmp_path / 'd'}",
@@ -239,6 +245,7 @@ def test_fashion_mnist_without_its_idx_files_says_where_they_go(tmp_path):
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(not os.path.isdir(DEBIAN), reason="Debian's dataset-fashion-mnist is missing")
 def test_prepare_data_prepares_debians_fashion_mnist_whole_without_network(tmp_path, no_network):

@@ -11,12 +11,11 @@ import pytest
 from PIL import Image
 
 from resnet_nobn.data import image_folder
-from tests.helpers import run_cli
+from tests.helpers import TINY_NET, run_cli
 
 CLASSES = ("cat", "dog", "zebra")
-TINY = ["--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1", "--batch_size=8",
-        "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2", "--eval_every=4",
-        "--train_steps=4"]
+ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2",
+        "--eval_every=4", "--train_steps=4"]
 
 
 def make_folder(root, classes=CLASSES, per_class=(8, 2), seed=0):
@@ -39,13 +38,14 @@ def trained(tmp_path_factory):
     """A 4-step run on a 3-class folder (24 training, 6 test images): (tmp, ROOT, model_dir)."""
     tmp = tmp_path_factory.mktemp("folder")
     root, run = make_folder(tmp / "pets"), tmp / "study" / "run"
-    proc = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *TINY,
+    proc = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
                    f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "eval  step 4" in proc.stdout and "(6 images)" in proc.stdout, proc.stdout
     return tmp, root, run
 
 
+@pytest.mark.slow
 def test_a_folder_trains_and_its_classes_reach_results_the_card_and_the_export(trained):
     tmp, root, run = trained
     results = json.loads((run / "results.json").read_text())
@@ -94,6 +94,7 @@ def test_training_reads_each_image_as_predict_resize_does(tmp_path):
     np.testing.assert_array_equal(grey[..., 0], grey[..., 2])
 
 
+@pytest.mark.slow
 def test_class_names_are_names_in_config_json_and_a_resume_on_other_folders_is_refused(
         trained, tmp_path):
     from resnet_nobn.config import ModelConfig, TrainConfig
@@ -107,7 +108,7 @@ def test_class_names_are_names_in_config_json_and_a_resume_on_other_folders_is_r
     more = shutil.copytree(root, tmp_path / "more")
     for split in ("train", "test"):
         shutil.copytree(more / split / "cat", more / split / "emu")
-    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={more}", *TINY,
+    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={more}", *ARGS,
                 "--train_steps=6", f"--model_dir={run}")
     assert p.returncode == 2 and p.stderr.startswith("error: ") and len(
         p.stderr.strip().splitlines()) == 1, p.stderr
@@ -169,7 +170,7 @@ def test_each_bad_folder_is_one_line_and_nothing_is_written(tmp_path, case):
     said = _break(root, case)
     run = tmp_path / "run"
     args = [] if case == "no --data_dir" else [f"--data_dir={root}"]
-    p = run_cli("cifar_train.py", "--dataset=image_folder", *args, *TINY, f"--model_dir={run}")
+    p = run_cli("cifar_train.py", "--dataset=image_folder", *args, *ARGS, f"--model_dir={run}")
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), p.stderr
     assert said in lines[0], lines[0]
@@ -191,13 +192,14 @@ def test_a_folder_standardized_by_its_own_mean_and_std(tmp_path):
     np.testing.assert_allclose(std.std, images.std(axis=(0, 1, 2)), rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_a_resume_on_other_images_says_so_and_records_it(tmp_path):
     """Images added to train/ and one of test/ replaced (same class folders): the resume says so
     in its `with ... (recorded in results.json)` line, and results.json's `resume_changes` records
     both beside the new numbers, so that it does not claim the run trained on one set."""
     root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(2, 1))
     run = tmp_path / "run"
-    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *TINY,
+    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
                 f"--model_dir={run}")
     assert p.returncode == 0, p.stderr
     was = json.loads((run / "results.json").read_text())["image_folder"]
@@ -205,7 +207,7 @@ def test_a_resume_on_other_images_says_so_and_records_it(tmp_path):
                 os.path.join(root, "train", "a", "x.jpeg"))
     os.remove(os.path.join(root, "test", "b", "0.jpeg"))  # replaced: the count stays 2
     Image.new("RGB", (32, 32), (9, 9, 9)).save(os.path.join(root, "test", "b", "y.png"))
-    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *TINY,
+    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
                 "--train_steps=6", f"--model_dir={run}")
     assert p.returncode == 0, p.stderr
     results = json.loads((run / "results.json").read_text())

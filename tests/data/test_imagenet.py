@@ -58,6 +58,7 @@ def _ctx(n=1, i=0):
                                       num_replicas_in_sync=n)
 
 
+@pytest.mark.slow
 def test_pipeline_on_mock_data_yields_224_batches():
     with tfds.testing.mock_data(num_examples=20, policy=tfds.testing.MockPolicy.USE_CODE):
         builder = tfds.builder("imagenet2012")

@@ -95,6 +95,7 @@ def test_the_steps_loss_of_mixed_labels_is_the_mixed_cross_entropy():
     assert same is y
 
 
+@pytest.mark.slow
 def test_a_run_records_its_mixup_and_refuses_another_on_resume(tmp_path):
     from resnet_nobn.data import prepare
     rng = np.random.default_rng(4)

@@ -57,6 +57,7 @@ def _one_error_line(proc):
     return lines[0]
 
 
+@pytest.mark.slow
 def test_prepare_data_prepares_cifar100_that_training_reads(tmp_path):
     fake = _fake_cifar100(tmp_path / "extracted", n_train=30, n_test=10)
     data_dir = tmp_path / "new" / "tfds"  # created by the command
@@ -93,6 +94,7 @@ def _tar(members):
     return buf.getvalue()
 
 
+@pytest.mark.slow
 def test_prepare_data_prepares_imagenet_from_the_archives_in_manual_dir(tmp_path):
     rng = np.random.default_rng(0)
     archives = tmp_path / "archives"
@@ -112,6 +114,7 @@ def test_prepare_data_prepares_imagenet_from_the_archives_in_manual_dir(tmp_path
     assert builder.info.splits["train"].num_examples == 3
 
 
+@pytest.mark.slow
 def test_imagenet_without_its_archives_is_one_line_naming_where_they_go(tmp_path):
     proc = run_cli("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={tmp_path}")
     line = _one_error_line(proc)
@@ -123,6 +126,7 @@ def test_imagenet_without_its_archives_is_one_line_naming_where_they_go(tmp_path
     assert not (tmp_path / "imagenet2012").exists() or not os.listdir(tmp_path / "imagenet2012")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["cifar_train.py", "--dataset=cifar100"],  # no --data_dir: tfds downloads into its default
     ["prepare_data.py", "--dataset=cifar10"],
@@ -153,6 +157,7 @@ def prepared(tmp_path_factory):
     return good
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage,file,said", [
     ("truncated", "cifar10-train.tfrecord-00000-of-00001", "is truncated"),
     ("cut_at_a_record", "cifar10-test.tfrecord-00000-of-00001", "is truncated (it holds 7 records"),
@@ -196,6 +201,7 @@ def test_a_whole_earlier_preparation_is_left_as_it_is(prepared):
     assert proc.returncode == 0 and "cifar10 is already prepared in" in proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("archive,content,said", [
     ("ILSVRC2012_img_train.tar", b"<html>Sign in to download</html>\n" * 40, "is not a tar file"),
     ("ILSVRC2012_img_train.tar", b"", "is not a tar file"),
@@ -215,6 +221,7 @@ def test_an_imagenet_archive_that_is_no_tar_file_is_named(tmp_path, archive, con
     assert f"{archives / archive} {said}" in line, line
 
 
+@pytest.mark.slow
 def test_a_proxy_that_never_answers_ends_in_one_line_naming_host_and_proxy(tmp_path):
     """The proxy's socket accepts connections (the kernel completes them: it listens) and never
     answers. Each network wait is bounded (here 1 s, RESNET_NOBN_DOWNLOAD_TIMEOUT; 10 s by

@@ -81,6 +81,7 @@ def fmnist(tmp_path_factory):
     return str(tmp / "data"), train[0][..., None], test[0][..., None]
 
 
+@pytest.mark.slow
 def test_a_run_records_its_values_resumes_with_them_and_its_export_serves_them(fmnist, tmp_path):
     data_dir, train, test = fmnist
     run = tmp_path / "run"

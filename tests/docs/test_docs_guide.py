@@ -253,6 +253,7 @@ def _help(program):
 ALWAYS = {"help", "helpfull", "helpshort", "flagfile"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_every_command_and_flag_the_docs_show_exists():
     shown = _shown_commands()

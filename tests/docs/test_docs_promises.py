@@ -10,15 +10,14 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, TINY, run_cli
 
 # docs/training.md: `step 2000/60000  loss 1.2345  xent 1.2001  lr 0.05  |grad| 0.842  1532.1 img/s
 # eta 0:35:12`; with a clip or AGC, `|grad| 3.1 (bound 12% of steps)`
 PROGRESS = re.compile(r"step \d+/\d+  loss \d+\.\d{4}  xent \d+\.\d{4}  lr [0-9.e+-]+  "
                       r"\|grad\| [0-9.e+-]+( \(bound \d+% of steps\))?  "
                       r"\d+\.\d img/s  eta \d+:\d\d:\d\d")
-TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=8", "--learning_rate=0.01", "--eval_every=4"]
+ARGS = [*TINY, "--eval_every=4"]
 
 
 def _docs():
@@ -34,21 +33,12 @@ def test_progress_lines_in_the_docs_are_the_programs():
         assert PROGRESS.search(line), (name, line)
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """One 4-step run of the BN-free net, logged and checkpointed every 2 steps, read (never
-    changed) by the tests below: (its directory, its CompletedProcess)."""
-    run = tmp_path_factory.mktemp("tiny_run")
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=4", "--log_every=2",
-                   "--checkpoint_every=2", f"--model_dir={run}")
-    assert proc.returncode == 0, proc.stderr
-    return run, proc
-
-
-def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(tiny_run):
-    run, proc = tiny_run
-    progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
-    assert len(progress) == 2 and all(PROGRESS.fullmatch(line) for line in progress), proc.stdout
+@pytest.mark.slow
+def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(cli_run):
+    """The session's 4-step run (conftest.py), logged and checkpointed every 2 steps."""
+    run, stdout, _ = cli_run
+    progress = [line for line in stdout.splitlines() if line.startswith("step ")]
+    assert len(progress) == 2 and all(PROGRESS.fullmatch(line) for line in progress), stdout
     # `.lock` stays, naming its last holder; it is an flock, so it does not block the next run
     holder = (run / ".lock").read_text().strip()
     assert re.fullmatch(r"pid \d+ on host \S+ since [0-9-]+ [0-9:]+", holder), holder
@@ -57,21 +47,22 @@ def test_a_run_prints_progress_and_leaves_lock_and_losses_as_documented(tiny_run
     assert sorted(json.loads((run / "ckpt" / "losses.json").read_text())) == ["0", "2"]
 
 
+@pytest.mark.slow
 def test_every_tensorboard_scalar_a_run_writes_is_in_the_training_guides_table(tmp_path,
-                                                                               tiny_run):
+                                                                               cli_run):
     """docs/training.md's TensorBoard table names every scalar of train/ and eval/ (a tag
-    `family/<name>` by its family), for the BN-free net (which adds branch_bound/; the module's
-    run) and the twin."""
+    `family/<name>` by its family), for the BN-free net (which adds branch_bound/; the
+    session's run) and the twin."""
     import tensorflow as tf
     with open(os.path.join(ROOT, "docs", "training.md")) as f:
         guide = f.read()
     table = guide[guide.index("### TensorBoard"):guide.index("### Progress")]
     tags = set()
     twin = tmp_path / "batch"
-    proc = run_cli("cifar_train.py", *TINY, "--norm=batch", "--train_steps=4", "--log_every=2",
+    proc = run_cli("cifar_train.py", *ARGS, "--norm=batch", "--train_steps=4", "--log_every=2",
                    f"--model_dir={twin}")
     assert proc.returncode == 0, proc.stderr
-    for run in (tiny_run[0], twin):
+    for run in (cli_run[0], twin):
         for path in glob.glob(str(run / "*" / "events.out.tfevents.*")):
             for event in tf.compat.v1.train.summary_iterator(path):
                 tags |= {(os.path.basename(os.path.dirname(path)), v.tag)
@@ -152,7 +143,7 @@ def test_every_entry_point_says_a_flag_error_in_one_line_before_tensorflow(tmp_p
 ])
 def test_bad_cluster_settings_are_one_line_before_tensorflow_loads(tmp_path, env, fragment):
     base = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith("RESNET_NOBN")}
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *TINY,
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *ARGS,
                            f"--model_dir={tmp_path / 'run'}"], capture_output=True, text=True,
                           timeout=60, env=dict(base, PYTHONPATH=_without_tensorflow(tmp_path), **env))
     _one_error_line(proc, fragment)
@@ -171,11 +162,12 @@ def test_the_seconds_the_multiworker_guide_gives_are_the_codes():
     assert "SIGKILLed worker 1 by the chief after 20 s and 40 s" in text  # not the 2-10 s once said
 
 
-def test_data_dir_without_the_dataset_is_exactly_one_line(tmp_path):
+def test_data_dir_without_the_dataset_is_exactly_one_line_saying_how_to_prepare_it(tmp_path):
     proc = run_cli("cifar_train.py", "--dataset=cifar100", f"--data_dir={tmp_path}",
-                   f"--model_dir={tmp_path / 'run'}")
+                   f"--model_dir={tmp_path / 'run'}", "--train_steps=1")
     _one_error_line(proc, "no prepared cifar100",
                     "`python run/prepare_data.py --dataset=cifar100 --data_dir=DIR`")
+    assert not (tmp_path / "run").exists()
 
 
 def test_no_doc_or_message_names_a_command_this_environment_lacks():
@@ -202,6 +194,7 @@ def test_each_training_entry_point_helps_with_its_own_recipe(script, other):
         assert word.lower() not in proc.stdout.lower(), (word, proc.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_tilde_after_equals_is_the_home_directory(tmp_path):
     """bash expands `~` only at the start of a word: `--model_dir=~/runs/x` reaches the program
@@ -210,7 +203,7 @@ def test_a_tilde_after_equals_is_the_home_directory(tmp_path):
     home.mkdir()
     cwd.mkdir()
     env = dict(os.environ, HOME=str(home), TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *TINY,
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *ARGS,
                            "--train_steps=1", "--model_dir=~/runs/x"], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr

@@ -11,10 +11,9 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import CLI_RUN, ROOT, TINY, copy_of, run_cli
 
-TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=8", "--learning_rate=0.01", "--log_every=2", "--eval_every=2"]
+ARGS = [*TINY, "--log_every=2", "--eval_every=2"]
 
 
 def _files(root):
@@ -109,19 +108,12 @@ def test_report_help_names_every_column_of_the_table():
         assert column in out, (column, out[:1500])
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    """A finished 2-step TINY run, trained once for this module; a test runs on its own copy."""
-    run = tmp_path_factory.mktemp("finished") / "run"
-    proc = run_cli("cifar_train.py", *TINY, "--train_steps=2", f"--model_dir={run}")
-    assert proc.returncode == 0, proc.stderr
-    return run
-
-
-def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path, finished_run):
-    """Nothing is built: here TensorFlow cannot even be imported, and the command still answers."""
-    run = shutil.copytree(finished_run, tmp_path / "run")
-    args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
+@pytest.mark.slow
+def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path, cli_run):
+    """Nothing is built: here TensorFlow cannot even be imported, and the command still answers.
+    The run: the session's finished 4-step run (conftest.py), its command given again."""
+    run = copy_of(cli_run[0], tmp_path / "run")
+    args = [*CLI_RUN, "--train_steps=4", f"--model_dir={run}"]
     before = {f: os.path.getmtime(run / f) for f in _files(run)}
     fake = tmp_path / "fake" / "tensorflow"
     fake.mkdir(parents=True)
@@ -135,31 +127,33 @@ def test_a_finished_run_run_again_says_so_at_once_without_tensorflow(tmp_path, f
     lines = again.stdout.strip().splitlines()
     assert len(lines) == 1 and "finished" in lines[0] and "nothing to train" in lines[0], lines
     assert str(run) in lines[0], lines
-    assert "step 2" in lines[0] and "top-1" in lines[0], lines
+    assert "step 4" in lines[0] and "top-1" in lines[0], lines
     assert again.stderr == ""
     assert {f: os.path.getmtime(run / f) for f in _files(run)} == before  # nothing written
     # more steps, or another setting, take the ordinary path (TensorFlow needed)
     longer = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"),
                              *[a for a in args if not a.startswith("--train_steps")],
-                             "--train_steps=4"], capture_output=True, text=True, timeout=60,
+                             "--train_steps=6"], capture_output=True, text=True, timeout=60,
                             env=dict(os.environ, PYTHONPATH=str(tmp_path / "fake")))
     assert longer.returncode != 0 and "nothing to train" not in longer.stdout
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_not_finished_for_other_settings_or_a_pending_divergence(
-        tmp_path, finished_run):
-    run = shutil.copytree(finished_run, tmp_path / "run")
-    args = [*TINY, "--train_steps=2", f"--model_dir={run}"]
+        tmp_path, cli_run):
+    run = copy_of(cli_run[0], tmp_path / "run")
+    args = [*CLI_RUN, "--train_steps=4", f"--model_dir={run}"]
     other = run_cli("cifar_train.py", *args, "--seed=3")
     assert other.returncode == 2 and "seed: 0 there, 3 here" in other.stderr, other.stderr
-    (run / "diverged.json").write_text('{"step": 2, "retry_with": "--learning_rate=0.005"}')
+    (run / "diverged.json").write_text('{"step": 4, "retry_with": "--learning_rate=0.005"}')
     again = run_cli("cifar_train.py", *args)
     assert "nothing to train" not in again.stdout, again.stdout
 
 
+@pytest.mark.slow
 def test_print_commands_writes_nothing(tmp_path):
     root = tmp_path / "root"
-    args = [f"--root={root}", *TINY, "--train_steps=2", "--vary_norm=none,batch",
+    args = [f"--root={root}", *ARGS, "--train_steps=2", "--vary_norm=none,batch",
             "--print_commands"]
     proc = run_cli("ablate.py", *args)
     assert proc.returncode == 0, proc.stderr
@@ -190,6 +184,7 @@ def test_the_paths_the_readme_writes_are_ignored_by_git(tmp_path):
         assert proc.returncode == 0, f"{top}/ is not in .gitignore"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, said", [
     (["--save=m.txt"], "--save=m.txt: give a path ending in .keras"),  # Keras refused it after
     (["--widths=8,x"], "--widths=8,x: give a comma list of integers, e.g. 16,32,64"),  # training

@@ -25,6 +25,7 @@ def test_too_many_workers_is_one_line_at_once():
     assert "--num_workers=100000: give 1 to" in proc.stderr and proc.stdout == ""
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_sigterm_to_the_launcher_is_forwarded_as_a_preemption(tmp_path):
     model_dir = tmp_path / "mw"
@@ -129,6 +130,7 @@ def test_a_second_ctrl_c_kills_the_workers_in_one_line():
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
 
 
+@pytest.mark.slow
 def test_an_address_space_limit_too_small_for_tensorflow_is_one_line(tmp_path):
     import resource
 

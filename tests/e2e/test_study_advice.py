@@ -12,14 +12,15 @@ import time
 import numpy as np
 import pytest
 
-from helpers import ROOT, check_model_dir, run_cli
+from helpers import ROOT, TINY_NET, check_model_dir, run_cli
 from resnet_nobn.errors import UserError
 from resnet_nobn.study import launcher, report
 
+pytestmark = pytest.mark.slow
+
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
-TINY = ["--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1", "--batch_size=32",
-        "--lr_boundaries=", "--log_every=10", "--checkpoint_every=10", "--eval_every=20",
-        "--run_timeout=900"]
+ARGS = [*TINY_NET, "--batch_size=32", "--lr_boundaries=", "--log_every=10", "--checkpoint_every=10",
+        "--eval_every=20", "--run_timeout=900"]
 # learning rate 2.0 diverges within 20 steps on these images, 0.02 trains
 GRID = ["--vary_learning_rate=2.0,0.02"]
 DIVERGING = "norm-none_init-identity_head-random_blocks-1_lr-2.0"
@@ -70,7 +71,7 @@ def _check_report(root, steps):
 def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, tmp_path):
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}", "--train_steps=30",
-            *TINY, *GRID]
+            *ARGS, *GRID]
     first = run_cli("ablate.py", *args, timeout=1200)
     assert first.returncode == 2, first.stdout + first.stderr
     assert "diverged (exit 2) at step" in first.stdout and "retry with: --" in first.stdout
@@ -90,7 +91,7 @@ def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, t
 def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_command(images, tmp_path):
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}",
-            "--train_steps=200", *TINY, *GRID,
+            "--train_steps=200", *ARGS, *GRID,
             "--follow_retry_advice"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run", "ablate.py"), *args],

@@ -9,13 +9,15 @@ import pytest
 
 from experiments.stability import fixup_jax, fixup_parity
 
-TINY = dict(widths=(8, 16, 32), blocks=1, batch_size=16, learning_rate=0.1, seed=3)
+pytestmark = pytest.mark.slow
+
+PARITY = dict(widths=(8, 16, 32), blocks=1, batch_size=16, learning_rate=0.1, seed=3)
 
 
 @pytest.fixture(scope="module")
 def parity():
     """20 steps of the tiny net on the project's synthetic batch, both sides."""
-    return fixup_parity.run(fixup_parity.project_config(**TINY), steps=20, log=lambda line: None)
+    return fixup_parity.run(fixup_parity.project_config(**PARITY), steps=20, log=lambda line: None)
 
 
 def test_losses_and_weights_agree_after_20_steps(parity):
@@ -32,7 +34,7 @@ def test_losses_and_weights_agree_after_20_steps(parity):
 
 def test_a_project_with_its_scalars_at_the_full_rate_disagrees():
     """The project's scalars at lr (not lr/10) against the JAX side's lr/10: the experiment says so."""
-    cfg = fixup_parity.project_config(**TINY, scalar_lr_factor=1.0)
+    cfg = fixup_parity.project_config(**PARITY, scalar_lr_factor=1.0)
     result = fixup_parity.run(cfg, steps=5, log=lambda line: None)
     agree, line = fixup_parity.verdict(result)
     assert not agree and line.startswith("DISAGREE")

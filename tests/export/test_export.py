@@ -99,6 +99,7 @@ def test_keras_file_round_trips_every_variant(tmp_path, variant):
     np.testing.assert_array_equal(model(x), loaded(x))
 
 
+@pytest.mark.slow
 def test_cifar_export_gives_the_runs_top1_in_a_fresh_process(tmp_path):
     """The export end to end: a tiny run on mock tfds CIFAR, trained on 2 mirrored replicas,
     exported by run/export.py; the SavedModel, loaded without the project, and model.keras give
@@ -168,6 +169,7 @@ def test_cifar_export_gives_the_runs_top1_in_a_fresh_process(tmp_path):
     assert lines[12] == f"{files[2]} (resized from 48x40 to 32x32)"
 
 
+@pytest.mark.slow
 def test_imagenet_export_decodes_jpeg_bytes_as_evaluation_does(tmp_path):
     """The ImageNet model: JPEG bytes in, evaluation's resize and central crop in the graph."""
     cfg = tiny_config(tmp_path / "run", dataset="imagenet2012", num_classes=1000, image_size=224,
@@ -278,14 +280,6 @@ def test_the_card_of_a_synthetic_run_names_no_split(tmp_path):
         assert " split" not in card, card
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """A tiny run on synthetic data with checkpoints at steps 0, 2 and 4."""
-    run_dir = tmp_path_factory.mktemp("tiny") / "run"
-    Trainer(tiny_config(run_dir, train_steps=4, checkpoint_every=2, eval_every=2)).run()
-    return run_dir
-
-
 def _nan_checkpoint(run_dir, step):
     """Saves ckpt-<step> of run_dir with a NaN stem kernel (the trainer never saves one)."""
     trainer = Trainer(tiny_config(run_dir))
@@ -295,9 +289,9 @@ def _nan_checkpoint(run_dir, step):
     return trainer
 
 
-def test_newest_finite_checkpoint_is_exported_and_named(tmp_path, tiny_run):
+def test_newest_finite_checkpoint_is_exported_and_named(tmp_path, finished_run):
     run_dir = tmp_path / "run"
-    shutil.copytree(tiny_run, run_dir)
+    shutil.copytree(finished_run, run_dir)
     _nan_checkpoint(run_dir, 6)
     said = []
     assert writer.export(str(run_dir), str(tmp_path / "a"), log=said.append) == 4
@@ -323,12 +317,12 @@ def test_newest_finite_checkpoint_is_exported_and_named(tmp_path, tiny_run):
     assert not (tmp_path / "c").exists()
 
 
-def test_after_a_divergence_the_rollbacks_checkpoint_is_exported(tmp_path, tiny_run,
+def test_after_a_divergence_the_rollbacks_checkpoint_is_exported(tmp_path, finished_run,
                                                                   monkeypatch):
     """... reading the run directory once: the checkpoint chosen, the evaluation and the
     divergence the card gives are of one reading (each file was read two or three times)."""
     run_dir = tmp_path / "run"
-    shutil.copytree(tiny_run, run_dir)
+    shutil.copytree(finished_run, run_dir)
     # the run blew up after ckpt-4: the loss computed with its weights was already infinite
     (run_dir / "ckpt" / "losses.json").write_text(json.dumps({"0": 2.3, "2": 2.3, "4": "inf"}))
     (run_dir / "diverged.json").write_text(json.dumps(
@@ -361,9 +355,9 @@ def test_run_without_a_finite_checkpoint_is_refused(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["run"]
 
 
-def test_a_failed_write_leaves_the_export_dir_as_it_was(tmp_path, tiny_run, monkeypatch):
+def test_a_failed_write_leaves_the_export_dir_as_it_was(tmp_path, finished_run, monkeypatch):
     exp = tmp_path / "exp"
-    writer.export(str(tiny_run), str(exp), log=lambda _: None)
+    writer.export(str(finished_run), str(exp), log=lambda _: None)
     before = {f: (exp / f).read_bytes() for f in ("model_card.md", "model.keras")}
 
     def full_disk(*args, **kwargs):
@@ -372,12 +366,12 @@ def test_a_failed_write_leaves_the_export_dir_as_it_was(tmp_path, tiny_run, monk
     monkeypatch.setattr(keras.Model, "save", full_disk)
     for target, overwrite in ((tmp_path / "new" / "exp", False), (exp, True)):
         with pytest.raises(UserError, match="cannot write --export_dir=.*No space left on device"):
-            writer.export(str(tiny_run), str(target), checkpoint=2, overwrite=overwrite)
+            writer.export(str(finished_run), str(target), checkpoint=2, overwrite=overwrite)
     assert not (tmp_path / "new").exists()  # nor the parent it made
     assert {f: (exp / f).read_bytes() for f in before} == before
     assert sorted(os.listdir(tmp_path)) == ["exp"]  # no temporary directory left beside it
     monkeypatch.undo()
-    assert writer.export(str(tiny_run), str(exp), checkpoint=2, overwrite=True,
+    assert writer.export(str(finished_run), str(exp), checkpoint=2, overwrite=True,
                          log=lambda _: None) == 2
     assert "`ckpt-2`" in (exp / "model_card.md").read_text()
 
@@ -399,6 +393,7 @@ def _unwritable(tmp_path):
     return "/sys/resnet_nobn_export_test"  # root: a file system that refuses new directories
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,expected", [
     ("missing", "does not exist"),
     ("empty_flag", "--model_dir is empty"),
@@ -441,9 +436,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, case, expected):
     assert case != "export_not_empty" or os.listdir(exp) == ["mine.txt"]
 
 
-def test_predict_refuses_bad_images_in_one_line(tmp_path, tiny_run):
+@pytest.mark.slow
+def test_predict_refuses_bad_images_in_one_line(tmp_path, finished_run):
     exp = tmp_path / "exp"
-    writer.export(str(tiny_run), str(exp), log=lambda _: None)
+    writer.export(str(finished_run), str(exp), log=lambda _: None)
     meta, _ = predict.read_export(str(exp))
     wrong = tmp_path / "wrong.png"
     wrong.write_bytes(tf.io.encode_png(np.zeros((28, 30, 3), np.uint8)).numpy())

@@ -20,18 +20,17 @@ from PIL import Image
 from resnet_nobn.data import images
 from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
-from resnet_nobn.training.trainer import Trainer
-from tests.helpers import ROOT, run_cli, start_cli, tiny_config
+from tests.helpers import ROOT, copy_of, run_cli, start_cli
 
 pytestmark = pytest.mark.timeout(400)
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """A tiny run (checkpoints 0, 2, 4) in runs/run, and its export of ckpt-4 and of ckpt-2."""
+def made(tmp_path_factory, finished_run):
+    """The session's tiny run (checkpoints 0, 2, 4; conftest.py) copied to runs/run, and its
+    export of ckpt-4 and of ckpt-2."""
     root = tmp_path_factory.mktemp("made")
-    run_dir = root / "runs" / "run"
-    Trainer(tiny_config(run_dir, train_steps=4, checkpoint_every=2, eval_every=2)).run()
+    run_dir = copy_of(finished_run, root / "runs" / "run")
     writer.export(str(run_dir), str(root / "exp4"), log=lambda _: None)
     writer.export(str(run_dir), str(root / "exp2"), checkpoint=2, log=lambda _: None)
     return root
@@ -82,6 +81,7 @@ def test_overwrite_deletes_nothing_but_an_earlier_export(tmp_path, made, target,
     assert _tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_overwrite_of_the_run_directory_is_one_line_from_the_command(tmp_path, made):
     shutil.copytree(made / "runs", tmp_path / "runs")
     before = _tree(tmp_path)
@@ -160,6 +160,7 @@ def _png(tmp_path, name, array):
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_reading_ends_predict_quietly(tmp_path, made):
     """`predict.py ... | head -1`: the reader gone, predict ended in a BrokenPipeError traceback."""
     image = _png(tmp_path, "a.png", np.zeros((32, 32, 3), np.uint8))
@@ -169,6 +170,7 @@ def test_a_reader_that_stops_reading_ends_predict_quietly(tmp_path, made):
     assert (proc.returncode, err) == (141, "")
 
 
+@pytest.mark.slow
 def test_label_names_reach_the_terminal_escaped(tmp_path, made):
     exp = tmp_path / "exp"
     shutil.copytree(made / "exp4", exp)
@@ -182,6 +184,7 @@ def test_label_names_reach_the_terminal_escaped(tmp_path, made):
     assert p.stdout.splitlines()[0] == f"{tmp_path}/a\\x1bb.png"
 
 
+@pytest.mark.slow
 def test_an_error_line_escapes_the_names_it_quotes(tmp_path, made):
     """The error lines printed a file or directory name raw: escape sequences reached the terminal."""
     bad = tmp_path / "t\x1b]0;x\x07.png"
@@ -214,6 +217,7 @@ def test_labels_saved_by_an_editor_with_a_byte_order_mark_are_read_as_written(tm
     assert predict.read_export(str(exp))[1] == [f"c{i}" for i in range(10)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,expected", [
     ("labels_latin1", "labels.txt is not UTF-8 text"),
     ("labels_short", "labels.txt has 9 lines, the model 10 classes"),
@@ -292,6 +296,7 @@ def _bmp(width, height):
             + pixels)
 
 
+@pytest.mark.slow
 def test_an_image_past_the_pixel_limit_is_refused_before_decoding(tmp_path, made):
     """A 1 MB PNG that decodes to 60 million pixels (as today's decode_image would, in full)."""
     big = _big_png(tmp_path / "big.png", 10_000, 6_000)

@@ -11,6 +11,7 @@ from resnet_nobn.training import trainer
 from tests.helpers import run_cli, tiny_config
 
 
+@pytest.mark.slow
 def test_a_run_that_diverged_in_its_first_loop_is_not_exported_as_trained(tmp_path):
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingDiverged):

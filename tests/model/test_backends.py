@@ -15,17 +15,18 @@ import pytest
 
 from resnet_nobn.config import ModelConfig
 from resnet_nobn.model import network
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TINY_MODEL
 from tests.model import backend_side
 
-TINY = dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8)
+pytestmark = pytest.mark.slow
+
 CASES = {  # name: (config, seed, fit steps); without fit steps the weights are moved off their
     # init (Fixup's zero classifier, SkipInit's zero alpha), so that every weight is compared
-    "paper": (ModelConfig(**TINY), 1, 6),
-    "trained_head": (ModelConfig(**TINY, head="trained", init="standard"), 2, 0),
-    "fixup": (ModelConfig(**TINY, init="fixup"), 3, 0),
-    "skipinit": (ModelConfig(**TINY, init="skipinit", relu_leakiness=0.0), 4, 0),
-    "bn": (ModelConfig(**TINY, norm="batch", init="he"), 5, 6),
+    "paper": (ModelConfig(**TINY_MODEL), 1, 6),
+    "trained_head": (ModelConfig(**TINY_MODEL, head="trained", init="standard"), 2, 0),
+    "fixup": (ModelConfig(**TINY_MODEL, init="fixup"), 3, 0),
+    "skipinit": (ModelConfig(**TINY_MODEL, init="skipinit", relu_leakiness=0.0), 4, 0),
+    "bn": (ModelConfig(**TINY_MODEL, norm="batch", init="he"), 5, 6),
 }
 
 

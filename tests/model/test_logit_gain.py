@@ -8,15 +8,13 @@ from resnet_nobn.config import ModelConfig
 from resnet_nobn.model import custom_objects
 from resnet_nobn.model.network import build_model, conv_kernels
 from resnet_nobn.training.trainer import Trainer
-from tests.helpers import tiny_config
-
-TINY = dict(widths=(8, 16, 32), blocks_per_stage=(1, 1, 1), stem_width=8)
+from tests.helpers import TINY_MODEL, tiny_config
 
 
 @pytest.mark.parametrize("head", ["random", "trained"])
 def test_the_gain_scales_the_pooled_features_and_off_changes_nothing(head, tmp_path):
-    off = build_model(ModelConfig(head=head, **TINY), seed=2)
-    on = build_model(ModelConfig(head=head, logit_gain=True, **TINY), seed=2)
+    off = build_model(ModelConfig(head=head, **TINY_MODEL), seed=2)
+    on = build_model(ModelConfig(head=head, logit_gain=True, **TINY_MODEL), seed=2)
     extra = [v for v in on.weights if "logit_gain" in v.path]
     assert [v.path for v in extra] == ["logit_gain/gain"] and extra[0].trainable
     assert extra[0].shape == () and float(extra[0].numpy()) == 1.0

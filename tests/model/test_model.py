@@ -167,6 +167,7 @@ def _all_layers(model):
     return out
 
 
+@pytest.mark.slow
 def test_head_seed_follows_the_run_seed_unless_given_and_the_config_records_it():
     """A study over seeds draws a projection per seed; --head_seed fixes one for every seed."""
     from resnet_nobn.config import TrainConfig
@@ -256,6 +257,7 @@ def test_fixup_is_its_reference_network():
         p for p in w if "bias" in p or "scale" in p}  # the reference's lr/10 groups
 
 
+@pytest.mark.slow
 def test_fixup_flags_default_to_its_reference_head_and_scalar_rate():
     """--init=fixup alone is Fixup as published (its trained head, scalars at lr/10); the
     paper's net keeps its random head and one rate; a flag given is kept."""

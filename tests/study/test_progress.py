@@ -5,10 +5,12 @@ import os
 import re
 import time
 
+import pytest
+
 from helpers import run_cli, tiny_config
 from resnet_nobn.study import progress
 from resnet_nobn.training import rundir
-from test_study import TINY
+from test_study import ARGS
 
 
 def _advance(model_dir, step, loss, images_per_sec):
@@ -149,12 +151,13 @@ def test_a_line_said_while_the_ticker_reads_comes_after_its_lines(tmp_path, monk
                         "[1/1] run: finished"], said
 
 
+@pytest.mark.slow
 def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
     # 100 steps of the tiny net last about 2 s on an idle 2-core machine (logged every 2 steps,
     # read every 0.1 s): ticks enough in each run's middle without paying for longer runs
     root = tmp_path / "study"
     p = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--train_steps=100",
-                "--progress_every=0.1", *[a for a in TINY if not a.startswith("--eval_every")],
+                "--progress_every=0.1", *[a for a in ARGS if not a.startswith("--eval_every")],
                 "--eval_every=1000")
     assert p.returncode == 0, p.stderr[-2000:]
     out = p.stdout.splitlines()
@@ -170,6 +173,6 @@ def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
                for l in study), study
     # the same study's runs, read once (as for the jobs of --print_commands): all finished
     once = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--train_steps=100",
-                   "--progress", *TINY)
+                   "--progress", *ARGS)
     assert once.returncode == 0 and once.stdout.splitlines() == [
         "progress: study: 2 of 2 runs finished, 0 running; time left 0:00:00"], once.stdout

@@ -8,12 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import ROOT, run_cli, tiny_config
+from helpers import ROOT, TINY, run_cli, tiny_config
 from resnet_nobn.study import grid, hparams, launcher, report
 
-TINY = ["--use_synthetic_data", "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=16", "--learning_rate=0.01", "--eval_every=2", "--log_every=2",
-        "--run_timeout=240"]
+ARGS = [*TINY, "--batch_size=16", "--eval_every=2", "--log_every=2", "--run_timeout=240"]
 
 
 def _plugin_tags(directory):
@@ -41,9 +39,10 @@ def test_grid_resolves_auto_init_names_runs_and_drops_duplicates(tmp_path):
         grid.parse_blocks("1-2", 3)
 
 
+@pytest.mark.slow
 def test_two_configuration_study_runs_skips_and_reports(tmp_path):
     root = str(tmp_path / "study")
-    args = [f"--root={root}", "--vary_norm=none,batch", "--train_steps=4"] + TINY
+    args = [f"--root={root}", "--vary_norm=none,batch", "--train_steps=4"] + ARGS
     first = run_cli("ablate.py", *args)
     assert first.returncode == 0, first.stderr[-2000:]
     runs = {n: os.path.join(root, "cifar10", n, "seed-0")
@@ -233,7 +232,7 @@ def test_report_takes_rows_without_eval_loss_and_marks_malformed_results(tmp_pat
 def test_ablate_root_that_is_a_file_is_one_line(tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    proc = run_cli("ablate.py", f"--root={a_file}", *TINY, "--train_steps=2")
+    proc = run_cli("ablate.py", f"--root={a_file}", *ARGS, "--train_steps=2")
     assert proc.returncode == 2 and "is a file" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and a_file.read_text() == "x"
 
@@ -255,11 +254,12 @@ def test_config_json_whose_model_is_not_an_object_is_one_line(tmp_path):
     assert json.load(open(path))["model"] == 5 and sorted(os.listdir(cfg.model_dir)) == ["config.json"]
 
 
+@pytest.mark.slow
 def test_ablate_ignores_an_unrelated_config_json_under_its_root(tmp_path):
     root = tmp_path / "study"
     (root / "notes").mkdir(parents=True)
     (root / "notes" / "config.json").write_text('{"name": "my other program"}')
-    proc = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2", *TINY)
+    proc = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2", *ARGS)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "--model_dir=" in proc.stdout
 
@@ -343,6 +343,7 @@ def _alive(pid):
         return f.read().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_a_study_killed_with_sigkill_takes_its_training_child_with_it(tmp_path, sig):
     import signal
@@ -431,19 +432,20 @@ def test_a_run_killed_by_its_timeout_after_it_finished_is_finished_and_a_longer_
 def test_a_grid_of_no_run_is_refused_in_one_line(tmp_path):
     root = tmp_path / "study"
     proc = run_cli("ablate.py", f"--root={root}", "--vary_norm=batch", "--vary_init=fixup",
-                   "--train_steps=2", *TINY)
+                   "--train_steps=2", *ARGS)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
     assert "the grid has no run: init fixup runs without BN only" in proc.stderr
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_ablate_prints_no_tensorflow_start_up_lines(tmp_path):
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "ablate.py"),
                            f"--root={tmp_path / 'study'}", "--print_commands", "--train_steps=2",
-                           *TINY], capture_output=True, text=True, timeout=120, env=env)
+                           *ARGS], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
     assert proc.stdout.count("--model_dir=") == 1
 
@@ -536,7 +538,7 @@ def test_an_unfinished_run_is_in_no_statistic_and_the_footnote_names_its_state(t
 
 @pytest.mark.timeout(300)
 def test_print_commands_prints_what_the_study_would_launch_and_says_why_not_the_others(tmp_path):
-    args = [f"--root={tmp_path / 'study'}", "--print_commands", "--train_steps=2", *TINY]
+    args = [f"--root={tmp_path / 'study'}", "--print_commands", "--train_steps=2", *ARGS]
     first = run_cli("ablate.py", *args)
     assert first.returncode == 0, first.stderr[-2000:]
     model_dir = first.stdout.split("--model_dir=")[1].split()[0]

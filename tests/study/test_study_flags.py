@@ -6,7 +6,7 @@ import os
 import pytest
 
 from helpers import run_cli
-from test_study import TINY
+from test_study import ARGS
 
 RUN = os.path.join("cifar10", "norm-none_init-identity_head-random_blocks-1")
 
@@ -14,7 +14,7 @@ RUN = os.path.join("cifar10", "norm-none_init-identity_head-random_blocks-1")
 @pytest.mark.parametrize("dry", [False, True])
 def test_an_empty_root_is_one_line_and_nothing_runs(tmp_path, monkeypatch, dry):
     monkeypatch.chdir(tmp_path)  # where an empty --root would put the runs
-    p = run_cli("ablate.py", "--root=", "--train_steps=2", *TINY,
+    p = run_cli("ablate.py", "--root=", "--train_steps=2", *ARGS,
                 *(["--print_commands"] if dry else []))
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [
@@ -22,16 +22,17 @@ def test_an_empty_root_is_one_line_and_nothing_runs(tmp_path, monkeypatch, dry):
     assert p.stdout == "" and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_order_of_the_seeds_is_no_base_flag(tmp_path):
     root = tmp_path / "study"
     for seed in (0, 1):  # finished runs: the studies below skip them, nothing trains
         os.makedirs(root / RUN / f"seed-{seed}")
         json.dump({"global_step": 2}, open(root / RUN / f"seed-{seed}" / "results.json", "w"))
-    first = run_cli("ablate.py", f"--root={root}", "--seeds=1,0", "--train_steps=2", *TINY)
+    first = run_cli("ablate.py", f"--root={root}", "--seeds=1,0", "--train_steps=2", *ARGS)
     assert first.returncode == 0 and first.stdout.count("finished, skipped") == 2, first.stderr
     assert "head_seed" not in json.load(open(root / "study.json"))["base"]
     again = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--print_commands",
-                    "--train_steps=2", *TINY)
+                    "--train_steps=2", *ARGS)
     assert again.returncode == 0 and again.stderr.count("finished, skipped") == 2, again.stderr
 
 
@@ -43,17 +44,18 @@ def test_the_order_of_the_seeds_is_no_base_flag(tmp_path):
                                 "[0.0, 0.999]")])
 def test_a_grid_value_that_no_run_takes_is_refused_naming_its_flag(tmp_path, flag, said):
     root = tmp_path / "study"  # refused before any run: a run of it could only fail, again
-    p = run_cli("ablate.py", f"--root={root}", flag, "--train_steps=2", *TINY)
+    p = run_cli("ablate.py", f"--root={root}", flag, "--train_steps=2", *ARGS)
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [said]
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_a_study_of_one_run_says_one_run(tmp_path):
     root = tmp_path / "study"
     os.makedirs(root / RUN / "seed-0")  # finished: the study skips it, nothing trains
     json.dump({"global_step": 2}, open(root / RUN / "seed-0" / "results.json", "w"))
-    p = run_cli("ablate.py", f"--root={root}", "--train_steps=2", *TINY)
+    p = run_cli("ablate.py", f"--root={root}", "--train_steps=2", *ARGS)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0] == f"study: 1 run under {root}", p.stdout
 

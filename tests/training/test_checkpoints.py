@@ -8,7 +8,7 @@ import pytest
 from resnet_nobn import files
 from resnet_nobn.training import checkpoints, recovery, rundir
 from resnet_nobn.training.trainer import Trainer
-from tests.helpers import tiny_config
+from tests.helpers import DIVERGED_RUN, copy_of, tiny_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,19 +40,16 @@ def test_a_nan_loss_of_the_initialisation_does_not_hide_a_later_blow_up():
 
 
 def test_after_a_first_loop_divergence_and_its_retry_the_initialisation_has_a_finite_loss(
-        tmp_path):
+        diverged_run, tmp_path):
     """The retry trains on from ckpt-0: its first loop's loss replaces the NaN of the loop that
     blew up, which stayed and made every later checkpoint look fine to a second divergence."""
     from resnet_nobn.training import trainer
-    from resnet_nobn.errors import TrainingDiverged
-    kw = dict(train_steps=4, checkpoint_every=2, learning_rate=1e9)
-    with pytest.raises(TrainingDiverged) as diverged:
-        trainer.train(tiny_config(tmp_path, **kw))
-    assert math.isnan(rundir.read(str(tmp_path)).losses[0])
-    advice = str(diverged.value).splitlines()[-1].split()[2:]  # retry with: --flag=value ...
-    trainer.train(tiny_config(tmp_path, **{**kw, **{t[2:].split("=")[0]: float(t.split("=")[1])
-                                                  for t in advice}}))
-    losses = rundir.read(str(tmp_path)).losses
+    run = copy_of(diverged_run[0], tmp_path / "run")  # diverged in its first loop
+    assert math.isnan(rundir.read(str(run)).losses[0])
+    advice = diverged_run[1].splitlines()[-1].split()[2:]  # retry with: --flag=value ...
+    trainer.train(tiny_config(run, **{**DIVERGED_RUN, **{
+        t[2:].split("=")[0]: float(t.split("=")[1]) for t in advice}}))
+    losses = rundir.read(str(run)).losses
     assert sorted(losses) == [0, 2] and all(map(math.isfinite, losses.values())), losses
 
 

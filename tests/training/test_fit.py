@@ -16,6 +16,7 @@ from tests.helpers import tiny_config
 STEPS = 20
 
 
+@pytest.mark.slow
 def test_twenty_steps_of_fit_give_the_trainers_weights(tmp_path):
     # real tfds batches (mock CIFAR-10: 64 images), augmented and reshuffled per epoch; a rate
     # drop at step 12 and a decay large enough to matter

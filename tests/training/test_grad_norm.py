@@ -59,6 +59,7 @@ def test_tensorboard_has_the_norm_and_the_bound_fraction(tmp_path):
     assert {"grad_norm", "grad_bound_fraction"} <= tags
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw", [{}, dict(clip_norm=0.5)])
 def test_two_replicas_record_the_one_device_norm(tmp_path, kw):
     assert len(tf.config.list_logical_devices("CPU")) == 2

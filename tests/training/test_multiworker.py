@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from resnet_nobn.training import local_cluster
+from tests.helpers import TINY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-TINY = ["--use_synthetic_data", "--widths=8,8,16,16", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=8", "--learning_rate=0.01", "--log_every=5", "--eval_every=1000"]
+ARGS = [*TINY, "--widths=8,8,16,16", "--log_every=5", "--eval_every=1000"]  # ImageNet's 4 stages
 
 WRAPPER = r"""
 import os, runpy, sys
@@ -87,7 +87,7 @@ def cleanup():
 def test_two_workers_finish_with_identical_weights(tmp_path, cleanup):
     model_dir, dump = tmp_path / "run", tmp_path / "dump"
     dump.mkdir()
-    flags = TINY + ["--train_steps=12", "--checkpoint_every=5", f"--model_dir={model_dir}"]
+    flags = ARGS + ["--train_steps=12", "--checkpoint_every=5", f"--model_dir={model_dir}"]
     procs = _start(flags, local_cluster.free_ports(2), tmp_path, "ok", dump)
     cleanup.append(procs)
     assert _wait(procs, 150) == [0, 0], _logs(procs)
@@ -110,7 +110,7 @@ def test_two_workers_finish_with_identical_weights(tmp_path, cleanup):
 def test_sigkill_one_worker_then_restart_finishes(tmp_path, cleanup):
     model_dir = tmp_path / "run"
     ckpt = model_dir / "ckpt"
-    flags = TINY + ["--train_steps=40", "--checkpoint_every=5", f"--model_dir={model_dir}"]
+    flags = ARGS + ["--train_steps=40", "--checkpoint_every=5", f"--model_dir={model_dir}"]
     procs = _start(flags, local_cluster.free_ports(2), tmp_path, "first")
     cleanup.append(procs)
 
@@ -144,7 +144,7 @@ def test_sigkill_one_worker_then_restart_finishes(tmp_path, cleanup):
 def _run_one(tf_config, tmp_path, timeout=90, env=None):
     env = dict(os.environ, TF_CONFIG=tf_config, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     t0 = time.time()
-    p = subprocess.run([sys.executable, "run/imagenet_train.py"] + TINY +
+    p = subprocess.run([sys.executable, "run/imagenet_train.py"] + ARGS +
                        ["--train_steps=2", f"--model_dir={tmp_path / 'bad'}"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stderr, time.time() - t0
@@ -166,7 +166,7 @@ def test_malformed_tf_config_is_one_line_error(tf_config, expected, tmp_path):
 
 def test_multi_worker_without_tf_config_says_it_is_not_set(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    p = subprocess.run([sys.executable, "run/imagenet_train.py", *TINY, "--strategy=multi_worker",
+    p = subprocess.run([sys.executable, "run/imagenet_train.py", *ARGS, "--strategy=multi_worker",
                         "--train_steps=2", f"--model_dir={tmp_path / 'bad'}"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=90)
     assert p.returncode == 2 and p.stderr.startswith("error: TF_CONFIG is not set"), p.stderr
@@ -306,7 +306,7 @@ def test_eval_only_on_one_device_of_a_checkpoint_written_by_two_workers(worker_r
 
 
 def test_xla_bn_twin_on_two_workers_is_refused_at_start_up(tmp_path, cleanup):
-    flags = TINY + ["--norm=batch", "--xla", "--train_steps=2", f"--model_dir={tmp_path / 'run'}"]
+    flags = ARGS + ["--norm=batch", "--xla", "--train_steps=2", f"--model_dir={tmp_path / 'run'}"]
     procs = _start(flags, local_cluster.free_ports(2), tmp_path, "xla")
     cleanup.append(procs)
     assert _wait(procs, 150) == [2, 2], _logs(procs)

@@ -13,10 +13,11 @@ import pytest
 from resnet_nobn.errors import UserError
 from resnet_nobn.training.tf_config import parse_tf_config
 from resnet_nobn.training import local_cluster
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TINY
 
-TINY = ["--use_synthetic_data", "--widths=8,8,16,16", "--stem_width=8", "--blocks_per_stage=1",
-        "--batch_size=8", "--learning_rate=0.01", "--log_every=5", "--eval_every=1000",
+pytestmark = pytest.mark.slow
+
+ARGS = [*TINY, "--widths=8,8,16,16", "--log_every=5", "--eval_every=1000",  # ImageNet's 4 stages
         "--train_steps=4"]
 
 
@@ -72,7 +73,7 @@ def _two_workers(argvs, timeout, drop=(), **env):
 
 def test_a_worker_started_with_another_seed_stops_both_naming_the_flag(tmp_path):
     model_dir = tmp_path / "run"
-    ended = _two_workers([["run/imagenet_train.py", *TINY, *extra, f"--model_dir={model_dir}"]
+    ended = _two_workers([["run/imagenet_train.py", *ARGS, *extra, f"--model_dir={model_dir}"]
                           for extra in ([], ["--seed=3"])], 200, RESNET_NOBN_CONNECT_TIMEOUT="120")
     for p, out, err in ended:
         lines = [l for l in err.splitlines() if l.strip() and not l.startswith(("E0000", "W0000"))]
@@ -93,7 +94,7 @@ def test_a_worker_whose_chief_is_killed_says_one_line_and_no_tensorflow_log(tmp_
         env = dict(local_cluster.worker_env(ports, i), RESNET_NOBN_CONNECT_TIMEOUT="120")
         env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user has it
         procs.append(subprocess.Popen(
-            [sys.executable, "run/imagenet_train.py", *TINY[:-1], "--train_steps=400",
+            [sys.executable, "run/imagenet_train.py", *ARGS[:-1], "--train_steps=400",
              "--checkpoint_every=2", f"--model_dir={model_dir}"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
@@ -135,7 +136,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def test_a_worker_that_fails_before_the_first_step_stops_the_chief_in_one_line(tmp_path):
     model_dir = tmp_path / "run"
-    argv = ["-c", FAILS_AT_INPUT, "run/imagenet_train.py", *TINY, f"--model_dir={model_dir}"]
+    argv = ["-c", FAILS_AT_INPUT, "run/imagenet_train.py", *ARGS, f"--model_dir={model_dir}"]
     (chief, _, err0), (worker, _, err1) = _two_workers(
         [argv, argv], 150, drop=("TF_CPP_MIN_LOG_LEVEL",),  # as a user has it
         RESNET_NOBN_CONNECT_TIMEOUT="120", RESNET_NOBN_HEARTBEAT_TIMEOUT="5")

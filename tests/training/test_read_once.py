@@ -8,9 +8,8 @@ import os
 
 import pytest
 
-from resnet_nobn.errors import TrainingDiverged
 from resnet_nobn.training import trainer
-from tests.helpers import count_reads, tiny_config
+from tests.helpers import DIVERGED_RUN, copy_of, count_reads, tiny_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,22 +42,21 @@ def _start_reads(monkeypatch, cfg, whole_run=False):
     return reads, globs
 
 
-def test_a_resume_past_a_divergence_reads_each_file_of_the_run_directory_once(tmp_path,
-                                                                              monkeypatch):
-    kw = dict(train_steps=4, checkpoint_every=2, eval_every=2, learning_rate=1e9)
-    with pytest.raises(TrainingDiverged) as diverged:
-        trainer.train(tiny_config(tmp_path, **kw))
-    advice = str(diverged.value).splitlines()[-1].split()[2:]  # retry with: --flag=value ...
-    retry = tiny_config(tmp_path, **{**kw, **{t[2:].split("=")[0]: float(t.split("=")[1])
-                                              for t in advice}})
+def test_a_resume_past_a_divergence_reads_each_file_of_the_run_directory_once(
+        diverged_run, tmp_path, monkeypatch):
+    kw = DIVERGED_RUN
+    run = copy_of(diverged_run[0], tmp_path / "run")
+    advice = diverged_run[1].splitlines()[-1].split()[2:]  # retry with: --flag=value ...
+    retry = tiny_config(run, **{**kw, **{t[2:].split("=")[0]: float(t.split("=")[1])
+                                         for t in advice}})
     reads, globs = _start_reads(monkeypatch, retry)
     for name in ("config.json", "results.json", "diverged.json", "losses.json"):
         assert reads[name] <= 1, (name, reads)
     assert reads["config.json"] == reads["diverged.json"] == reads["losses.json"] == 1, reads
     # one glob to read ckpt/ (the rollback's deletion globs the files of each step it deletes)
     assert len([g for g in globs if g.endswith("ckpt-*")]) == 1, globs
-    results = json.load(open(os.path.join(tmp_path, "results.json")))
-    assert len(results["rollbacks"]) == 1 and not os.path.exists(tmp_path / "diverged.json")
+    results = json.load(open(os.path.join(run, "results.json")))
+    assert len(results["rollbacks"]) == 1 and not os.path.exists(run / "diverged.json")
 
 
 def test_a_run_reads_its_checkpoints_losses_once_however_often_it_saves(tmp_path, monkeypatch):

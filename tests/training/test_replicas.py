@@ -15,6 +15,8 @@ from helpers import tiny_config, train_losses
 from resnet_nobn.errors import UserError
 from resnet_nobn.training import trainer as train_lib
 
+pytestmark = pytest.mark.slow
+
 STEPS = 5
 BN = dict(norm="batch", init="he")
 

@@ -3,7 +3,6 @@ for by the checkpoint's own record, a damaged optimizer state is a damaged check
 divergence) and a diverged.json that is no divergence record marks nothing diverged."""
 import json
 import os
-import shutil
 
 import pytest
 
@@ -11,26 +10,12 @@ from resnet_nobn import files
 from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.study import launcher, report
 from resnet_nobn.training import recovery, rundir, trainer
-from tests.helpers import poison_optimizer_slots, tiny_config
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A finished 4-step run with checkpoints at steps 0, 2 and 4."""
-    d = tmp_path_factory.mktemp("finished") / "run"
-    trainer.train(tiny_config(d, train_steps=4, checkpoint_every=2, eval_every=2))
-    return str(d)
-
-
-def _copy(finished, tmp_path):
-    d = str(tmp_path / "run")
-    shutil.copytree(finished, d)
-    return d
+from tests.helpers import copy_of, poison_optimizer_slots, tiny_config
 
 
 def test_a_run_without_config_json_resumes_only_with_the_settings_its_checkpoint_records(
-        finished, tmp_path):
-    d = _copy(finished, tmp_path)
+        finished_run, tmp_path):
+    d = str(copy_of(finished_run, tmp_path / "run"))
     os.remove(os.path.join(d, "config.json"))
     before = open(os.path.join(d, "results.json")).read()
     with pytest.raises(UserError, match=r"batch_size: 8 there, 16 here") as e:
@@ -45,8 +30,8 @@ def test_a_run_without_config_json_resumes_only_with_the_settings_its_checkpoint
 
 
 def test_nan_in_the_optimizer_state_alone_is_a_damaged_checkpoint_not_a_divergence(
-        finished, tmp_path, capsys):
-    d = _copy(finished, tmp_path)
+        finished_run, tmp_path, capsys):
+    d = str(copy_of(finished_run, tmp_path / "run"))
     poison_optimizer_slots(os.path.join(d, "ckpt", "ckpt-4"))
     try:
         results = trainer.train(tiny_config(d, train_steps=6, checkpoint_every=2, eval_every=2))
@@ -61,8 +46,8 @@ def test_nan_in_the_optimizer_state_alone_is_a_damaged_checkpoint_not_a_divergen
 
 @pytest.mark.parametrize("garbage", ["garbage{", "[]", '{"retry_with": "--agc=0.16"}',
                                      '{"step": "x"}'])
-def test_a_diverged_json_that_is_no_record_marks_nothing_diverged(finished, tmp_path, garbage):
-    d = _copy(finished, tmp_path)
+def test_a_diverged_json_that_is_no_record_marks_nothing_diverged(finished_run, tmp_path, garbage):
+    d = str(copy_of(finished_run, tmp_path / "run"))
     results = files.read_json(os.path.join(d, "results.json"))
     results["global_step"] = 2  # a partial run: it has not reached train_steps
     files.atomic_write_json(os.path.join(d, "results.json"), results)

@@ -11,6 +11,8 @@ import pytest
 from helpers import tiny_config, train_losses
 from resnet_nobn.training import trainer as train_lib
 
+pytestmark = pytest.mark.slow
+
 STEPS = 5
 
 

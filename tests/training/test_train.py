@@ -12,7 +12,7 @@ from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.training import trainer as train_lib
 from resnet_nobn.training.steps import learning_rate
 from resnet_nobn.training.trainer import Trainer
-from tests.helpers import check_model_dir, tiny_config
+from tests.helpers import check_model_dir, copy_of, tiny_config
 
 
 def _weights(trainer):
@@ -32,6 +32,7 @@ def test_learning_rate_schedule_is_the_papers():
     assert float(learning_rate(9, warm)) == pytest.approx(0.05)
 
 
+@pytest.mark.slow
 def test_synthetic_training_lowers_the_loss_and_writes_results(tmp_path):
     cfg = tiny_config(tmp_path, train_steps=40, learning_rate=0.05, eval_every=20, log_every=10)
     trainer = Trainer(cfg)
@@ -78,6 +79,7 @@ def _mock_cifar(num_examples=64):
     return tfds.testing.mock_data(num_examples=num_examples)
 
 
+@pytest.mark.slow
 def test_resumed_run_equals_uninterrupted_run_on_tfds_data(tmp_path):
     """Same seed: 3 steps, stop, resume to 8 == 8 steps straight (augmentation and order included)."""
     with _mock_cifar():
@@ -97,6 +99,7 @@ def test_resumed_run_equals_uninterrupted_run_on_tfds_data(tmp_path):
     assert results["global_step"] == 8
 
 
+@pytest.mark.slow
 def test_two_replica_mirrored_run_equals_one_device_run(tmp_path):
     """Keras 3 under MirroredStrategy has open reports of NaN / wrong reductions: compare."""
     assert len(tf.config.list_logical_devices("CPU")) == 2
@@ -122,6 +125,7 @@ def test_batch_that_does_not_split_over_replicas_is_refused(tmp_path):
     assert not tmp_path.exists() or not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     diverging = tiny_config(tmp_path, train_steps=50, checkpoint_every=1, learning_rate=1e8,
                             lr_boundaries=())
@@ -156,6 +160,7 @@ def test_eval_only_without_a_checkpoint_is_refused(tmp_path):
         train_lib.train(tiny_config(tmp_path, eval_only=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
 def test_multi_step_loop_equals_one_step_per_loop(tmp_path, strategy):
     """--steps_per_loop: N steps in one compiled loop, one reduction, end with the same weights
@@ -293,22 +298,23 @@ def _poison(model_dir, step):
     trainer.checkpoints.checkpoint.write(path)
 
 
-def test_checkpoint_with_non_finite_weights_is_never_evaluated_or_trained_on(tmp_path):
+def test_checkpoint_with_non_finite_weights_is_never_evaluated_or_trained_on(finished_run,
+                                                                             tmp_path):
     kw = dict(train_steps=4, checkpoint_every=2, eval_every=2)
-    train_lib.train(tiny_config(tmp_path, **kw))
-    before = _strict_json(tmp_path / "results.json")
-    _poison(tmp_path, 4)
+    run = copy_of(finished_run, tmp_path / "run")  # 4 steps, checkpoints at 0, 2 and 4
+    before = _strict_json(run / "results.json")
+    _poison(run, 4)
     # the newest checkpoint skipped, named; the one before it evaluated
-    evaluated = train_lib.train(tiny_config(tmp_path, eval_only=True, **kw))
+    evaluated = train_lib.train(tiny_config(run, eval_only=True, **kw))
     assert evaluated["history"] == [h for h in evaluated["history"] if np.isfinite(h["eval_loss"])]
-    assert _strict_json(tmp_path / "results.json")["global_step"] == 4
+    assert _strict_json(run / "results.json")["global_step"] == 4
     for step in (0, 2):
-        _poison(tmp_path, step)
-    results = (tmp_path / "results.json").read_text()
+        _poison(run, step)
+    results = (run / "results.json").read_text()
     for eval_only in (True, False):
         with pytest.raises(UserError, match=r"ckpt-4 \(its weights are not finite\)"):
-            train_lib.train(tiny_config(tmp_path, eval_only=eval_only, **{**kw, "train_steps": 6}))
-    assert (tmp_path / "results.json").read_text() == results
+            train_lib.train(tiny_config(run, eval_only=eval_only, **{**kw, "train_steps": 6}))
+    assert (run / "results.json").read_text() == results
     assert before["history"][-1]["step"] == 4
 
 
@@ -351,27 +357,28 @@ def test_a_run_names_the_model_dir_it_trains_in(tmp_path, capsys):
     assert f"new run in {tmp_path / 'run'}" in capsys.readouterr().out
 
 
-def test_a_start_decided_before_another_run_ended_there_is_refused(tmp_path, monkeypatch):
+def test_a_start_decided_before_another_run_ended_there_is_refused(finished_run, tmp_path,
+                                                                   monkeypatch):
     """A second launch on a busy model_dir decided its start, then waited for the lock while the
     first run trained on: it restored a checkpoint the first had since rotated out ("corrupt"), or
     trained again over the finished run. It now refuses once it holds the lock."""
     from resnet_nobn.training import rundir
-    train_lib.train(tiny_config(tmp_path, train_steps=4, checkpoint_every=2, eval_every=2))
+    run = copy_of(finished_run, tmp_path / "run")  # 4 steps, checkpoints at 0, 2 and 4
     real = rundir.locked
 
     def first_run_ends_meanwhile(model_dir):  # the first process trains on to the end, then unlocks
         monkeypatch.setattr(rundir, "locked", real)
-        train_lib.train(tiny_config(tmp_path, train_steps=8, checkpoint_every=2, eval_every=2))
+        train_lib.train(tiny_config(run, train_steps=8, checkpoint_every=2, eval_every=2))
         return real(model_dir)
 
-    finished = (tmp_path / "results.json").read_text
+    finished = (run / "results.json").read_text
     monkeypatch.setattr(rundir, "locked", first_run_ends_meanwhile)
     with pytest.raises(UserError, match="changed while this run started .* re-run the same command"):
-        train_lib.train(tiny_config(tmp_path, train_steps=8, checkpoint_every=2, eval_every=2))
+        train_lib.train(tiny_config(run, train_steps=8, checkpoint_every=2, eval_every=2))
     after = finished()
     assert json.loads(after)["global_step"] == 8
     # re-run: the finished run, nothing trained again
-    assert train_lib.train(tiny_config(tmp_path, train_steps=8, checkpoint_every=2,
+    assert train_lib.train(tiny_config(run, train_steps=8, checkpoint_every=2,
                                        eval_every=2))["global_step"] == 8
 
 
