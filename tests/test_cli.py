@@ -314,7 +314,7 @@ def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(cli_ru
 def test_a_second_run_on_the_same_model_dir_is_refused(tmp_path):
     first = subprocess.Popen(
         [sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *ARGS, "--train_steps=100000",
-         f"--model_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+         "--checkpoint_every=100000", f"--model_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     try:
         assert "step 2/" in "".join(first.stdout.readline() for _ in range(3))  # it is training

@@ -157,7 +157,7 @@ def test_numpy_numbers_and_paths_are_taken_as_the_python_values_they_are(tmp_pat
                                                                          (10, 20))
     assert cfg.model_dir == str(tmp_path / "run") and cfg.learning_rate == 0.5
     assert json.loads(json.dumps(cfg.to_json()))["model"]["relu_leakiness"] == 0.25
-    weights = [resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY), seed=s,
+    weights = [resnet_nobn.build_model(resnet_nobn.ModelConfig(**TINY_MODEL), seed=s,
                                        weight_decay=np.float32(0)).get_weights()
                for s in (np.int64(3), 3)]
     for a, b in zip(*weights):
@@ -169,7 +169,7 @@ def test_train_refuses_a_keras_backend_other_than_tensorflow_in_one_line(tmp_pat
 
     from resnet_nobn.errors import UserError
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
-    cfg = resnet_nobn.TrainConfig(model=resnet_nobn.ModelConfig(**TINY), use_synthetic_data=True,
+    cfg = resnet_nobn.TrainConfig(model=resnet_nobn.ModelConfig(**TINY_MODEL), use_synthetic_data=True,
                                   model_dir=str(tmp_path / "run"))
     with pytest.raises(UserError, match=r"^train runs on TensorFlow, and Keras' backend is jax: "
                                         r"set KERAS_BACKEND=tensorflow"):

@@ -53,9 +53,13 @@ def test_a_folder_trains_and_its_classes_reach_results_the_card_and_the_export(t
     assert results["config"]["class_names"] == list(CLASSES)
     assert results["config"]["model"]["num_classes"] == 3
     files = image_folder.layout(root)[1]
+    from resnet_nobn.data import folder_input
+    pixels = image_folder.record(root, files, {s: folder_input.read_split(files[s], 32)[0]
+                                               for s in image_folder.SPLITS})
     assert results["image_folder"] == dict(
         root=os.path.abspath(root), train_images=24, test_images=6, class_names=list(CLASSES),
-        **{f"{s}_files": image_folder.digest(root, s, files[s]) for s in ("train", "test")})
+        **{f"{s}_files": image_folder.digest(root, s, files[s]) for s in ("train", "test")},
+        **{f"{s}_pixels": pixels[f"{s}_pixels"] for s in ("train", "test")})
     assert json.loads((run / "config.json").read_text())["class_names"] == list(CLASSES)
     rep = run_cli("report.py", f"--root={tmp / 'study'}")
     assert rep.returncode == 0, rep.stderr

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from helpers import run_cli
+from helpers import TINY, run_cli
 from test_study import ARGS
 
 RUN = os.path.join("cifar10", "norm-none_init-identity_head-random_blocks-1")

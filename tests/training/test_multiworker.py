@@ -216,7 +216,7 @@ SEQUENCE = r"""
 import json, os, sys
 import numpy as np
 sys.path[:0] = [os.getcwd(), os.path.join(os.getcwd(), "tests"),
-                os.path.join(os.getcwd(), "tests", "train")]
+                os.path.join(os.getcwd(), "tests", "training")]
 from resnet_nobn.training import cluster
 import test_replicas
 strategy = cluster.make_strategy("multi_worker")
