@@ -4,12 +4,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from bench.step_overhead import ROWS
 from tests.helpers import ROOT
 
 SCRIPT = os.path.join(ROOT, "bench", "step_overhead.py")
 
 
+@pytest.mark.slow
 def test_it_prints_each_row_as_a_ratio_to_the_plain_loop():
     proc = subprocess.run([sys.executable, SCRIPT, "--steps=2", "--windows=1", "--repeats=1"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)

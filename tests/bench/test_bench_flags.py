@@ -42,6 +42,7 @@ NO_TF = ("import sys\nclass B:\n def find_spec(self, name, *a):\n"
          "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 
 
+@pytest.mark.slow
 def test_step_speed_under_jax_loads_no_tensorflow():
     proc = subprocess.run([sys.executable, "-c", NO_TF, os.path.join(ROOT, "bench", "step_speed.py"),
                            "--backend=jax", "--steps=1", "--widths=8,8,8", "--blocks=1",

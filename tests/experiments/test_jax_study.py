@@ -44,6 +44,7 @@ def study(tmp_path_factory):
     return {r["name"]: r for r in json.loads((tmp / "out" / "results_0.json").read_text())}
 
 
+@pytest.mark.slow
 def test_the_projects_fixup_trains_as_the_independent_one_without_tensorflow(study):
     ours, ref = study["fixup_s3"], study["ref_s3"]
     assert len(ours["history"]) == 2 and ours["nonfinite_at"] is None
@@ -83,6 +84,7 @@ def test_the_report_pairs_by_image_over_the_seeds_both_sides_finished(tmp_path, 
     assert jax_study_report.summary(table["a"])[0] == "2/3"
 
 
+@pytest.mark.slow
 def test_step_speed_times_the_network_under_jax_without_tensorflow():
     """bench/step_speed.py --backend=jax: the network's training step on a machine without
     TensorFlow (a GPU machine with JAX only); float16, which needs the trainer's loss scaling, is
