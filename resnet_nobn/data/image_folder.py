@@ -141,8 +141,9 @@ def digest(root, split, files):
     Why names and sizes: the number of images misses an image replaced or one removed and another
     added, which change what a resume trains on as much as a new count; the names also set the
     order of the images in memory, so of the batches. An edit that keeps the size is told by
-    `pixels_digest`, of the images as read; this one costs what listing the folder cost. A copy of the folder elsewhere has
-    the same digest (its new --data_dir is recorded as a change of its own)."""
+    `pixels_digest`, of the images as read; this one costs what listing the folder cost. A copy
+    of the folder elsewhere has the same digest (its new --data_dir is recorded as a change of
+    its own)."""
     h = hashlib.sha256()
     for path, _ in files:
         try:

@@ -37,8 +37,8 @@ from resnet_nobn.console import hms
 from resnet_nobn.study import launcher
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.files import read_json
-from resnet_nobn.training.results import HISTORY
 from resnet_nobn.training import recovery
+from resnet_nobn.training.results import HISTORY
 from resnet_nobn.training.rundir import CONFIG, RESULTS
 
 PERIOD_S = 60.0  # at most one progress report a minute (run/ablate.py --progress_every)

@@ -22,10 +22,10 @@ from resnet_nobn.study.grid import blocks_text
 from resnet_nobn.study.launcher import STATUS
 from resnet_nobn.study.stats import mean_interval, twin_key, twin_table
 from resnet_nobn.files import atomic_file, atomic_write_text, read_json
-from resnet_nobn.training.results import is_run_config, problem as results_problem
 from resnet_nobn.training import recovery
+from resnet_nobn.training.results import is_run_config, problem as results_problem
 from resnet_nobn.training.rundir import (CKPT, CONFIG, RESULTS, SUMMARIES, copied_from_another_run,
-                                      holder)
+                                         holder)
 
 # Config fields that do not distinguish one configuration from another in the report: the seed,
 # and where a run ran, for how long and its bookkeeping (what a resume may change).

@@ -137,9 +137,9 @@ class Trainer:
         # read when called (a closure): a preemption checkpoint records the time up to it
         self.so_far = lambda: (wall_before + time.time() - t_start, images_per_sec)
         step, profiler = self.step, profiling.Profiler(cfg, self.chief)
-        if profiling.shortfall(cfg.profile_steps, step, cfg.train_steps):
-            log(f"warning: {profiling.shortfall(cfg.profile_steps, step, cfg.train_steps)}",
-                self.chief)
+        shortfall = profiling.shortfall(cfg.profile_steps, step, cfg.train_steps)
+        if shortfall:
+            log(f"warning: {shortfall}", self.chief)
         while step < cfg.train_steps:
             n = self.loop_length(step)
             profiler.before(step)
