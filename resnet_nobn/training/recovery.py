@@ -364,10 +364,11 @@ def roll_back(diverged, step, steps, delete_after):
 
 # -- the run going on with the advice, as results.json records it ---------------------------------
 
-def advised_values(diverged):
-    """{field: the value text} a resume after the divergence `diverged` may change a setting
-    outside RESUMABLE_FIELDS to: those of its `retry with:` line (`advised_flags`)."""
-    return dict(t[2:].split("=", 1) for t in advised_flags(diverged))
+def advised_values(flags):
+    """{field: the value text} a resume after a divergence may change a setting outside
+    RESUMABLE_FIELDS to: those of the `--flag=value` tokens `flags` of its `retry with:` line
+    (`advised_flags`)."""
+    return dict(t[2:].split("=", 1) for t in flags)
 
 
 def follows(values, name, value):

@@ -105,7 +105,7 @@ def _settings(run, cfg):
         if old is None:
             return None, None, {}
     advice = recovery.advised_flags(run.diverged)
-    to = recovery.advised_values(run.diverged)
+    to = recovery.advised_values(advice)
     refused, changes = [], {}
     for name, there, here in differences(old, cfg.to_json()):
         if name == "eval_only" or (name in ("model_dir", "data_dir") and there and here
