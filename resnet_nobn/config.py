@@ -20,8 +20,8 @@ import math
 import typing
 
 from resnet_nobn.data.datasets import DATASETS, check_classes, of_recipe
-from resnet_nobn.options import (ConfigError, bounded, check, coerce, is_integer,  # noqa: F401
-                                 option, options)
+from resnet_nobn.options import (ConfigError, bounded, check, coerce, described,  # noqa: F401
+                                 document, is_integer, option, options, unknown_field)
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
@@ -44,10 +44,33 @@ def increasing_steps(values):
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Architecture. The defaults are Table 1 for CIFAR-10."""
+    """The network's architecture: frozen and hashable, checked when made.
+
+    The defaults are Table 1's network for CIFAR-10. Every value is checked when the config is
+    made, its kind too, then the checks across fields (e.g. every stride must divide the feature
+    map it takes); a value refused is a `ConfigError` naming the field
+    (`ModelConfig.stem_width=0 must be at least 1`). A list is taken as a tuple, and one int as
+    one entry for every stage where the command line takes one number (`blocks_per_stage=1`).
+    `head="auto"` is made `"trained"` with `init="fixup"`, else `"random"`. Each field below is
+    also a flag of run/cifar_train.py and run/imagenet_train.py, with the same text, unless it
+    says otherwise.
+
+    Example:
+
+    ```python
+    import resnet_nobn
+    config = resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+    model = resnet_nobn.build_model(config, seed=0)
+    deeper = config.replace(blocks_per_stage=2)   # a new config, checked again
+    assert deeper.blocks_per_stage == (2, 2, 2)
+    ```
+    """
     # From the dataset. Two classes at least: with one, the softmax loss is 0 whatever the weights.
-    num_classes: int = bounded(10, lower=2)
-    image_size: int = bounded(32, lower=1)  # every stride must divide its map: _checks
+    num_classes: int = bounded(10, "Classes of the dataset: the head's outputs (the command line "
+                               "takes them from --dataset).", lower=2)
+    image_size: int = bounded(32, "Height and width of the input images, in pixels (the command "
+                              "line takes it from --dataset); every stride must divide the "
+                              "feature map it takes.", lower=1)  # _checks
     widths: tuple = option((64, 128, 256), "Channels of each stage, comma list.",
                            "channels", check=positive_ints("64,128,256"))
     blocks_per_stage: tuple = option((9, 9, 9), "Residual blocks per stage: one number for all "
@@ -60,7 +83,8 @@ class ModelConfig:
                              lower=1)
     stem_kernel: int = option(3, "Kernel size of the first conv.", "pixels", lower=1)
     stem_stride: int = option(1, "Stride of the first conv.", lower=1)
-    kernel_size: int = bounded(3, lower=1)  # of the residual convs; even ones too ('same')
+    kernel_size: int = bounded(3, "Kernel size of the residual blocks' convolutions ('same' "
+                               "padding: even sizes work too).", lower=1)
     norm: str = option("none", "none: the paper's normalization-free net; batch: the BN-ResNet "
                        "baseline of the same shape (pre-activation blocks, He init).", choices=NORMS)
     init: str = option("identity", "Residual conv init N(0, sigma^2): identity sigma=1/(k^2 c) "
@@ -85,20 +109,66 @@ class ModelConfig:
     # The BN twin (norm='batch') as in the fork's resnet_model.py: BN epsilon and decay (moving
     # averages m <- 0.9 m + 0.1 batch), and the first block's `activate_before_residual`. Not
     # flags: config.json records them, so a run of another twin is refused (`ABSENT_WITH_BN`).
-    bn_epsilon: float = bounded(1e-3, check=(lambda v: v > 0, "must be positive, e.g. 0.001 "
-                                             "(BN divides by sqrt(variance + epsilon))"))
-    bn_momentum: float = bounded(0.9, check=(lambda v: 0 <= v < 1, "must be in [0, 1), e.g. "
-                                             "0.9 (1 would never update the moving averages)"))
-    activate_before_residual: bool = bounded(True)
+    bn_epsilon: float = bounded(1e-3, "The BN twin's (--norm=batch) epsilon, added to the "
+                                "variance BN divides by.", check=(
+                                    lambda v: v > 0, "must be positive, e.g. 0.001 (BN divides "
+                                    "by sqrt(variance + epsilon))"))
+    bn_momentum: float = bounded(0.9, "The BN twin's decay of its moving averages: m <- "
+                                 "momentum m + (1 - momentum) batch.", check=(
+                                     lambda v: 0 <= v < 1, "must be in [0, 1), e.g. 0.9 (1 "
+                                     "would never update the moving averages)"))
+    activate_before_residual: bool = bounded(True, "The BN twin's first block: its BN and "
+                                             "activation come before the shortcut splits off, "
+                                             "as in the forked code's resnet_model.py.")
     # init='fixup' as its reference code builds it (model/network.py). Not a flag: False only in
     # the config.json of a run of Fixup's blocks alone, made before (`ABSENT_WITH_FIXUP`).
-    fixup_reference: bool = bounded(True)
+    fixup_reference: bool = bounded(True, "With --init=fixup: Fixup's network as its reference "
+                                    "code builds it (scalar biases around the stem and the head, "
+                                    "an activation after each block); False: Fixup's blocks "
+                                    "alone (the config.json of older runs).")
 
     def __post_init__(self):
         if self.head == "auto":  # frozen dataclass: the `--head=auto` rule
-            object.__setattr__(self, "head", "trained" if self.init == "fixup" else "random")
+            object.__setattr__(self, "head", _auto_head(self.init))
         coerce(self, lambda c: len(c.widths))
         _checked(self._checks, ModelConfig)
+
+    def replace(self, **fields):
+        """The config with `fields` replaced (`dataclasses.replace`), checked as a new one is.
+
+        `head`, made from `init` when its value was `"auto"`, follows a new `init` unless given
+        (it is derived again where it had its derived value).
+
+        Args:
+            **fields: the ModelConfig fields to change, by name (see `help(ModelConfig)`).
+
+        Returns:
+            A new `ModelConfig`; this one is unchanged.
+
+        Raises:
+            ConfigError: for a value the field refuses, naming it (`ModelConfig.widths`).
+            TypeError: for a keyword that is no field, naming the nearest field.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        config = resnet_nobn.ModelConfig(widths=(8, 16, 32), stem_width=8)
+        assert config.replace(blocks_per_stage=1).blocks_per_stage == (1, 1, 1)
+        assert config.replace(init="fixup").head == "trained"   # Fixup's own head
+        ```
+        """
+        names = [f.name for f in dataclasses.fields(ModelConfig)]
+        for name in fields:
+            if name in (f.name for f in dataclasses.fields(TrainConfig)):
+                raise TypeError(f"ModelConfig.replace got {name!r}, a TrainConfig field; give it "
+                                "to TrainConfig.replace (or a recipe), which takes both's")
+            if name not in names:
+                raise unknown_field("ModelConfig.replace", name, names,
+                                    "help(resnet_nobn.ModelConfig)")
+        if "init" in fields and "head" not in fields and self.head == _auto_head(self.init):
+            fields = {**fields, "head": "auto"}
+        return dataclasses.replace(self, **fields)
 
     def _checks(self):
         check(self)
@@ -123,6 +193,17 @@ class ModelConfig:
             size //= stride
 
 
+def _auto_head(init):
+    """The `--head=auto` rule: Fixup's trained classifier with `--init=fixup`, else the paper's
+    random projection."""
+    return "trained" if init == "fixup" else "random"
+
+
+def _auto_scalar_lr_factor(init):
+    """The default of `--scalar_lr_factor`: Fixup's reference code's lr/10 with `--init=fixup`."""
+    return 0.1 if init == "fixup" else 1.0
+
+
 def _checked(checks, *owners):
     """Runs `checks`; a ValueError they raise (in the command line's words) as a ConfigError."""
     try:
@@ -145,9 +226,29 @@ def resolve_head_seed(head_seed, seed):
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """One run. The defaults are the paper's CIFAR recipe (Section 4): SGD with momentum 0.9,
-    batch 128, weight decay 1e-4, learning rate 0.05 divided by 10 at 30k and 50k steps."""
-    model: ModelConfig = ModelConfig()
+    """One training run: its network, data, optimization and bookkeeping; frozen, checked when
+    made.
+
+    The defaults are the paper's CIFAR recipe (Section 4, `resnet_nobn.recipes.cifar()`): SGD
+    with momentum 0.9, batch 128, weight decay 1e-4, learning rate 0.05 divided by 10 at 30k and
+    50k steps, 60k steps. Every value is checked when the config is made, then the checks across
+    fields; a value refused is a `ConfigError` naming the field
+    (`TrainConfig.learning_rate must be positive`). `train(config)` runs it; `recipes.optimizer
+    (config)` is its optimizer for `model.compile`. Each field below is also a flag of
+    run/cifar_train.py and run/imagenet_train.py, with the same text, unless it says otherwise.
+
+    Example:
+
+    ```python
+    import resnet_nobn
+    model = resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+    config = resnet_nobn.TrainConfig(model=model, use_synthetic_data=True, train_steps=10,
+                                     batch_size=8, lr_boundaries=(5,))
+    assert config.replace(learning_rate=0.02).learning_rate == 0.02
+    ```
+    """
+    model: ModelConfig = described(ModelConfig(), "The network (a ModelConfig; its fields are "
+                                   "flags of the command line too).")
     # data
     dataset: str = option("cifar10", "Dataset, read through tensorflow-datasets.",
                           choices=tuple(DATASETS))
@@ -156,7 +257,10 @@ class TrainConfig:
                            "prepares one).", help_for=(
                                ("image_folder", "image_folder: ROOT of train/LABEL/* and "
                                 "test/LABEL/*."),))
-    class_names: tuple[str, ...] = ()  # image_folder's: datasets.py check_classes
+    class_names: tuple[str, ...] = described((), "The class names of --dataset=image_folder, "
+                                             "sorted, one per class of the model (its train/ "
+                                             "folders: the command line reads them from "
+                                             "--data_dir); empty for every other dataset.")
     use_synthetic_data: bool = option(False, "Random images of the right shape, no I/O: for smoke "
                                       "runs and speed measurements.")
     crop_padding: int = option(2, "Training augmentation: zero pixels added on each side "
@@ -253,7 +357,7 @@ class TrainConfig:
             raise ConfigError(f"--model must be a ModelConfig, not {type(self.model).__name__}",
                               (TrainConfig,))
         if self.scalar_lr_factor is None:  # the init's own: Fixup's reference code's lr/10
-            object.__setattr__(self, "scalar_lr_factor", 0.1 if self.model.init == "fixup" else 1.)
+            object.__setattr__(self, "scalar_lr_factor", _auto_scalar_lr_factor(self.model.init))
         coerce(self)
         _checked(self._checks, TrainConfig, ModelConfig)
 
@@ -286,19 +390,112 @@ class TrainConfig:
                              f"{self.model.init} has no trainable scalars; use it with "
                              "--init=fixup or --init=skipinit, or leave it at 1")
 
+    def replace(self, **fields):
+        """The config with `fields` replaced (`dataclasses.replace`), checked as a new one is.
+
+        A ModelConfig field (`widths=...`) replaces the field of `model` (`ModelConfig.replace`);
+        give either such fields or `model=`, not both. `scalar_lr_factor`, made from the model's
+        `init` when it was None, follows a new `init` unless given (it is derived again where
+        it had its derived value).
+
+        Args:
+            **fields: the TrainConfig or ModelConfig fields to change, by name (see
+                `help(TrainConfig)`, `help(ModelConfig)`).
+
+        Returns:
+            A new `TrainConfig`; this one is unchanged.
+
+        Raises:
+            ConfigError: for a value the field refuses, naming it (`TrainConfig.learning_rate`).
+            TypeError: for a keyword that is no field, naming the nearest field.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        config = resnet_nobn.recipes.cifar()
+        faster = config.replace(learning_rate=0.1, widths=(16, 32, 64), blocks_per_stage=1)
+        assert (faster.learning_rate, faster.model.widths) == (0.1, (16, 32, 64))
+        ```
+        """
+        train, model = split_fields("TrainConfig.replace", fields)
+        if model:
+            if "model" in train:
+                raise TypeError("TrainConfig.replace takes ModelConfig fields "
+                                f"({', '.join(model)}) or model=, not both")
+            train["model"] = self.model.replace(**model)
+        init = train["model"].init if "model" in train else self.model.init
+        if (init != self.model.init and "scalar_lr_factor" not in train
+                and self.scalar_lr_factor == _auto_scalar_lr_factor(self.model.init)):
+            train["scalar_lr_factor"] = None  # derived again, from the new init
+        return dataclasses.replace(self, **train)
+
     def to_json(self):
-        """The configuration as JSON (config.json, results.json): the head's seed as used."""
+        """The configuration as JSON: what config.json and results.json record.
+
+        Returns:
+            A dict of JSON values (tuples as lists), the model's fields under `"model"`, its
+            `head_seed` as used (the run's `seed` where it was None).
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        d = resnet_nobn.recipes.cifar().to_json()
+        assert d["model"]["widths"] == [64, 128, 256]
+        assert resnet_nobn.TrainConfig.from_json(d).learning_rate == 0.05
+        ```
+        """
         d = json.loads(json.dumps(dataclasses.asdict(self)))
         d["model"]["head_seed"] = resolve_head_seed(self.model.head_seed, self.seed)
         return d
 
     @staticmethod
     def from_json(d):
-        """The TrainConfig of a config.json object of any version (`as_today`); ValueError or
-        TypeError for one that is not a run's configuration."""
+        """The TrainConfig of a config.json object written by any version of the trainer.
+
+        Absent fields take the value of their time, numbers written in another JSON type their
+        field's (`as_today`).
+
+        Args:
+            d: dict. A config.json object, e.g. `json.load` of a run's config.json, or
+                `to_json()`.
+
+        Returns:
+            The `TrainConfig` it records.
+
+        Raises:
+            ValueError, TypeError: for an object that is not a run's configuration.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        config = resnet_nobn.recipes.cifar(learning_rate=0.02)
+        assert resnet_nobn.TrainConfig.from_json(config.to_json()) == config
+        ```
+        """
         d = as_today(d)
         model = ModelConfig(**d.pop("model"))
         return TrainConfig(model=model, **d)
+
+
+def split_fields(called, fields):
+    """`fields` (keywords of `called`) as (TrainConfig's, ModelConfig's), two dicts; TypeError
+    naming the nearest field for a keyword that is neither's. The two classes share no field
+    name, so a keyword is one field."""
+    train_names = [f.name for f in dataclasses.fields(TrainConfig)]
+    model_names = [f.name for f in dataclasses.fields(ModelConfig)]
+    for name in fields:
+        if name not in train_names and name not in model_names:
+            raise unknown_field(called, name, train_names + model_names,
+                                "help(resnet_nobn.TrainConfig) and help(resnet_nobn.ModelConfig)")
+    return ({k: v for k, v in fields.items() if k in train_names},
+            {k: v for k, v in fields.items() if k in model_names})
+
+
+document(ModelConfig, (ModelConfig, TrainConfig))
+document(TrainConfig, (TrainConfig, ModelConfig))
 
 
 # TrainConfig's fields by what a change of one means for a run that has checkpoints: one list for
