@@ -1,27 +1,24 @@
 """The run configuration: frozen dataclasses, the facts they are checked against, and the checks.
 
-Each field carries its command-line help, unit and bounds (`dataclasses.field(metadata=...)`):
-resnet_nobn/cli.py makes one flag of each, with its default from a recipe (resnet_nobn/recipes.py;
-the dataclass defaults are the paper's CIFAR recipe, Table 1 and Section 4); the fields that are
-no flag (the dataset's classes and image size, the kernel size, the BN twin's) carry their bounds
-(`bounded`). Every value is checked when a config is made, its kind too (an int field takes no
-bool nor float: resnet_nobn/options.py), then the checks across fields here; a failed one is a
-ConfigError naming the field as Python does (`ModelConfig.stem_width`), or as the command line
-does (its `flag_words`). From Python, a list is taken as a tuple and one int where
-the command line takes one number (`blocks_per_stage=1`), so a config is frozen and hashable.
-The model, input pipeline and training loop read only these objects, never absl FLAGS, so they
-import and test without a command line. A saved config.json of any version is read back
-`as_today` (absent fields, numbers in another JSON type). This module imports no TensorFlow, so
-the command line is parsed and checked before TensorFlow is loaded.
+Each field carries its help, unit and bounds (`dataclasses.field(metadata=...)`): cli.py makes
+one flag of each option, defaulting to a recipe's value (recipes.py; the dataclass defaults are
+the paper's CIFAR recipe), and the class's docstring lists every field with the same text
+(`document`); the fields that are no flag carry their help and bounds (`bounded`). Every value
+is checked when a config is made (`replace` too), its kind too (resnet_nobn/options.py), then
+the checks across fields here; a failed one is a ConfigError naming the field as Python does
+(`ModelConfig.stem_width`), or as the command line does (its `flag_words`). A list is taken as a
+tuple, one int as one entry per stage where the command line takes one number, so a config is
+frozen and hashable. The model, input pipeline and training loop read only these objects, never
+absl FLAGS. A saved config.json of any version is read back `as_today`. No TensorFlow here, so
+the command line is checked before TensorFlow loads.
 """
 import dataclasses
 import json
 import math
-import typing
 
 from resnet_nobn.data.datasets import DATASETS, check_classes, of_recipe
 from resnet_nobn.options import (ConfigError, bounded, check, coerce, described,  # noqa: F401
-                                 document, is_integer, option, options, unknown_field)
+                                 document, is_integer, json_typed, option, options, split_fields)
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
@@ -44,16 +41,11 @@ def increasing_steps(values):
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """The network's architecture: frozen and hashable, checked when made.
+    """The network's architecture, frozen; the defaults are Table 1's network for CIFAR-10.
 
-    The defaults are Table 1's network for CIFAR-10. Every value is checked when the config is
-    made, its kind too, then the checks across fields (e.g. every stride must divide the feature
-    map it takes); a value refused is a `ConfigError` naming the field
-    (`ModelConfig.stem_width=0 must be at least 1`). A list is taken as a tuple, and one int as
-    one entry for every stage where the command line takes one number (`blocks_per_stage=1`).
-    `head="auto"` is made `"trained"` with `init="fixup"`, else `"random"`. Each field below is
-    also a flag of run/cifar_train.py and run/imagenet_train.py, with the same text, unless it
-    says otherwise.
+    Each value is checked when made (a `ConfigError` naming the field: `ModelConfig.stem_width=0
+    must be at least 1`); a list is taken as a tuple, one int as one entry per stage where the
+    command line takes one number. Each field is a flag of run/cifar_train.py too, with this text.
 
     Example:
 
@@ -61,8 +53,6 @@ class ModelConfig:
     import resnet_nobn
     config = resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
     model = resnet_nobn.build_model(config, seed=0)
-    deeper = config.replace(blocks_per_stage=2)   # a new config, checked again
-    assert deeper.blocks_per_stage == (2, 2, 2)
     ```
     """
     # From the dataset. Two classes at least: with one, the softmax loss is 0 whatever the weights.
@@ -106,26 +96,18 @@ class ModelConfig:
                                           f"must be in [0, {SEED_MAX}] (numpy's seeds)"))
     logit_gain: bool = option(False, "One trainable scalar g (init 1, not weight-decayed) times "
                               "the pooled features before the head: BN's last scale, without BN.")
-    # The BN twin (norm='batch') as in the fork's resnet_model.py: BN epsilon and decay (moving
-    # averages m <- 0.9 m + 0.1 batch), and the first block's `activate_before_residual`. Not
-    # flags: config.json records them, so a run of another twin is refused (`ABSENT_WITH_BN`).
+    # The BN twin as in the fork's resnet_model.py; config.json records them (`ABSENT_WITH_BN`).
     bn_epsilon: float = bounded(1e-3, "The BN twin's (--norm=batch) epsilon, added to the "
-                                "variance BN divides by.", check=(
-                                    lambda v: v > 0, "must be positive, e.g. 0.001 (BN divides "
-                                    "by sqrt(variance + epsilon))"))
-    bn_momentum: float = bounded(0.9, "The BN twin's decay of its moving averages: m <- "
-                                 "momentum m + (1 - momentum) batch.", check=(
-                                     lambda v: 0 <= v < 1, "must be in [0, 1), e.g. 0.9 (1 "
-                                     "would never update the moving averages)"))
+                                "variance BN divides by.", check=(lambda v: v > 0, "must be "
+                                "positive, e.g. 0.001 (BN divides by sqrt(variance + epsilon))"))
+    bn_momentum: float = bounded(0.9, "The BN twin's decay of its moving averages: m <- momentum "
+                                 "m + (1 - momentum) batch.", check=(lambda v: 0 <= v < 1, "must "
+                                 "be in [0, 1), e.g. 0.9 (1 would never update the averages)"))
     activate_before_residual: bool = bounded(True, "The BN twin's first block: its BN and "
-                                             "activation come before the shortcut splits off, "
-                                             "as in the forked code's resnet_model.py.")
-    # init='fixup' as its reference code builds it (model/network.py). Not a flag: False only in
-    # the config.json of a run of Fixup's blocks alone, made before (`ABSENT_WITH_FIXUP`).
+                                             "activation come before the shortcut splits off.")
     fixup_reference: bool = bounded(True, "With --init=fixup: Fixup's network as its reference "
-                                    "code builds it (scalar biases around the stem and the head, "
-                                    "an activation after each block); False: Fixup's blocks "
-                                    "alone (the config.json of older runs).")
+                                    "code builds it (model/network.py); False: Fixup's blocks "
+                                    "alone, in older runs' config.json (`ABSENT_WITH_FIXUP`).")
 
     def __post_init__(self):
         if self.head == "auto":  # frozen dataclass: the `--head=auto` rule
@@ -134,20 +116,15 @@ class ModelConfig:
         _checked(self._checks, ModelConfig)
 
     def replace(self, **fields):
-        """The config with `fields` replaced (`dataclasses.replace`), checked as a new one is.
-
-        `head`, made from `init` when its value was `"auto"`, follows a new `init` unless given
-        (it is derived again where it had its derived value).
+        """The config with `fields` replaced (`dataclasses.replace`), checked as a new one is
+        (a `ConfigError` naming a field it refuses, a `TypeError` naming the nearest field for a
+        keyword that is none). `head`, if `"auto"` gave it, follows a new `init`.
 
         Args:
-            **fields: the ModelConfig fields to change, by name (see `help(ModelConfig)`).
+            **fields: the ModelConfig fields to change, by name (`help(ModelConfig)`).
 
         Returns:
-            A new `ModelConfig`; this one is unchanged.
-
-        Raises:
-            ConfigError: for a value the field refuses, naming it (`ModelConfig.widths`).
-            TypeError: for a keyword that is no field, naming the nearest field.
+            A new `ModelConfig`.
 
         Example:
 
@@ -155,17 +132,13 @@ class ModelConfig:
         import resnet_nobn
         config = resnet_nobn.ModelConfig(widths=(8, 16, 32), stem_width=8)
         assert config.replace(blocks_per_stage=1).blocks_per_stage == (1, 1, 1)
-        assert config.replace(init="fixup").head == "trained"   # Fixup's own head
         ```
         """
-        names = [f.name for f in dataclasses.fields(ModelConfig)]
-        for name in fields:
-            if name in (f.name for f in dataclasses.fields(TrainConfig)):
-                raise TypeError(f"ModelConfig.replace got {name!r}, a TrainConfig field; give it "
-                                "to TrainConfig.replace (or a recipe), which takes both's")
-            if name not in names:
-                raise unknown_field("ModelConfig.replace", name, names,
-                                    "help(resnet_nobn.ModelConfig)")
+        train, _ = split_fields("ModelConfig.replace", fields, (TrainConfig, ModelConfig),
+                                "help(resnet_nobn.ModelConfig)")
+        if train:  # the nearest model field would mislead
+            raise TypeError(f"ModelConfig.replace got {', '.join(train)}, of TrainConfig: give "
+                            "it to TrainConfig.replace or a recipe, which take both's fields")
         if "init" in fields and "head" not in fields and self.head == _auto_head(self.init):
             fields = {**fields, "head": "auto"}
         return dataclasses.replace(self, **fields)
@@ -226,29 +199,21 @@ def resolve_head_seed(head_seed, seed):
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """One training run: its network, data, optimization and bookkeeping; frozen, checked when
-    made.
+    """One training run, frozen; the defaults are the paper's CIFAR recipe (`recipes.cifar()`).
 
-    The defaults are the paper's CIFAR recipe (Section 4, `resnet_nobn.recipes.cifar()`): SGD
-    with momentum 0.9, batch 128, weight decay 1e-4, learning rate 0.05 divided by 10 at 30k and
-    50k steps, 60k steps. Every value is checked when the config is made, then the checks across
-    fields; a value refused is a `ConfigError` naming the field
-    (`TrainConfig.learning_rate must be positive`). `train(config)` runs it; `recipes.optimizer
-    (config)` is its optimizer for `model.compile`. Each field below is also a flag of
-    run/cifar_train.py and run/imagenet_train.py, with the same text, unless it says otherwise.
+    Each value is checked when made (a `ConfigError` naming the field: `TrainConfig.learning_rate
+    must be positive`). `train(config)` runs it, `recipes.optimizer(config)` is its optimizer for
+    `model.compile`. Each field is a flag of run/cifar_train.py too, with this text.
 
     Example:
 
     ```python
     import resnet_nobn
     model = resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
-    config = resnet_nobn.TrainConfig(model=model, use_synthetic_data=True, train_steps=10,
-                                     batch_size=8, lr_boundaries=(5,))
-    assert config.replace(learning_rate=0.02).learning_rate == 0.02
+    config = resnet_nobn.TrainConfig(model=model, train_steps=10, lr_boundaries=(5,))
     ```
     """
-    model: ModelConfig = described(ModelConfig(), "The network (a ModelConfig; its fields are "
-                                   "flags of the command line too).")
+    model: ModelConfig = described(ModelConfig(), "The network (its fields are flags too).")
     # data
     dataset: str = option("cifar10", "Dataset, read through tensorflow-datasets.",
                           choices=tuple(DATASETS))
@@ -391,23 +356,16 @@ class TrainConfig:
                              "--init=fixup or --init=skipinit, or leave it at 1")
 
     def replace(self, **fields):
-        """The config with `fields` replaced (`dataclasses.replace`), checked as a new one is.
-
-        A ModelConfig field (`widths=...`) replaces the field of `model` (`ModelConfig.replace`);
-        give either such fields or `model=`, not both. `scalar_lr_factor`, made from the model's
-        `init` when it was None, follows a new `init` unless given (it is derived again where
-        it had its derived value).
+        """The config with `fields` replaced (`dataclasses.replace`), checked as a new one is
+        (a `ConfigError` naming a field it refuses, a `TypeError` naming the nearest field for a
+        keyword that is none). `scalar_lr_factor`, if None gave it, follows a new `init`.
 
         Args:
-            **fields: the TrainConfig or ModelConfig fields to change, by name (see
-                `help(TrainConfig)`, `help(ModelConfig)`).
+            **fields: TrainConfig fields, and ModelConfig fields for its `model` (applied to
+                `model=` if given too), by name (`help(TrainConfig)`, `help(ModelConfig)`).
 
         Returns:
-            A new `TrainConfig`; this one is unchanged.
-
-        Raises:
-            ConfigError: for a value the field refuses, naming it (`TrainConfig.learning_rate`).
-            TypeError: for a keyword that is no field, naming the nearest field.
+            A new `TrainConfig`.
 
         Example:
 
@@ -418,32 +376,25 @@ class TrainConfig:
         assert (faster.learning_rate, faster.model.widths) == (0.1, (16, 32, 64))
         ```
         """
-        train, model = split_fields("TrainConfig.replace", fields)
-        if model:
-            if "model" in train:
-                raise TypeError("TrainConfig.replace takes ModelConfig fields "
-                                f"({', '.join(model)}) or model=, not both")
-            train["model"] = self.model.replace(**model)
-        init = train["model"].init if "model" in train else self.model.init
-        if (init != self.model.init and "scalar_lr_factor" not in train
+        train, model = split_fields("TrainConfig.replace", fields, (TrainConfig, ModelConfig))
+        if model:  # on the model given, or this one's
+            train["model"] = train.get("model", self.model).replace(**model)
+        if (train.get("model", self.model).init != self.model.init and "scalar_lr_factor" not in train
                 and self.scalar_lr_factor == _auto_scalar_lr_factor(self.model.init)):
             train["scalar_lr_factor"] = None  # derived again, from the new init
         return dataclasses.replace(self, **train)
 
     def to_json(self):
-        """The configuration as JSON: what config.json and results.json record.
+        """The configuration as JSON, as config.json records it.
 
         Returns:
-            A dict of JSON values (tuples as lists), the model's fields under `"model"`, its
-            `head_seed` as used (the run's `seed` where it was None).
+            A dict of JSON values, the model's under `"model"` (its `head_seed` as used).
 
         Example:
 
         ```python
         import resnet_nobn
-        d = resnet_nobn.recipes.cifar().to_json()
-        assert d["model"]["widths"] == [64, 128, 256]
-        assert resnet_nobn.TrainConfig.from_json(d).learning_rate == 0.05
+        assert resnet_nobn.recipes.cifar().to_json()["model"]["widths"] == [64, 128, 256]
         ```
         """
         d = json.loads(json.dumps(dataclasses.asdict(self)))
@@ -452,20 +403,14 @@ class TrainConfig:
 
     @staticmethod
     def from_json(d):
-        """The TrainConfig of a config.json object written by any version of the trainer.
-
-        Absent fields take the value of their time, numbers written in another JSON type their
-        field's (`as_today`).
+        """The TrainConfig of a config.json object of any version (`as_today`); ValueError or
+        TypeError for one that is not a run's configuration.
 
         Args:
-            d: dict. A config.json object, e.g. `json.load` of a run's config.json, or
-                `to_json()`.
+            d: dict. A config.json object (`json.load` of one, or `to_json()`).
 
         Returns:
             The `TrainConfig` it records.
-
-        Raises:
-            ValueError, TypeError: for an object that is not a run's configuration.
 
         Example:
 
@@ -478,20 +423,6 @@ class TrainConfig:
         d = as_today(d)
         model = ModelConfig(**d.pop("model"))
         return TrainConfig(model=model, **d)
-
-
-def split_fields(called, fields):
-    """`fields` (keywords of `called`) as (TrainConfig's, ModelConfig's), two dicts; TypeError
-    naming the nearest field for a keyword that is neither's. The two classes share no field
-    name, so a keyword is one field."""
-    train_names = [f.name for f in dataclasses.fields(TrainConfig)]
-    model_names = [f.name for f in dataclasses.fields(ModelConfig)]
-    for name in fields:
-        if name not in train_names and name not in model_names:
-            raise unknown_field(called, name, train_names + model_names,
-                                "help(resnet_nobn.TrainConfig) and help(resnet_nobn.ModelConfig)")
-    return ({k: v for k, v in fields.items() if k in train_names},
-            {k: v for k, v in fields.items() if k in model_names})
 
 
 document(ModelConfig, (ModelConfig, TrainConfig))
@@ -543,35 +474,11 @@ def as_today(d: dict):
             if f.name == "model":
                 continue
             if f.name in obj:
-                obj[f.name] = _typed(f, obj[f.name])
+                obj[f.name] = json_typed(f, obj[f.name])
             else:
                 obj[f.name] = absent.get(f.name, f.default)
     d["model"] = model
     return d
-
-
-def _typed(f, value):
-    """A JSON `value` as field `f` holds it: lists as tuples (integers, or names), numbers as int or
-    float, when they are that number exactly."""
-    kinds = typing.get_args(f.type) or (f.type,)
-    if (tuple in kinds or typing.get_origin(f.type) is tuple) and isinstance(value, list):
-        return tuple(v if str in kinds else _number(v, int) for v in value)  # names stay names
-    for kind in (int, float):
-        if kind in kinds:
-            return _number(value, kind)
-    return value
-
-
-def _number(value, kind):
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return value
-    try:
-        x = float(value)
-    except ValueError:
-        return value
-    if not math.isfinite(x) or (kind is int and x != int(x)):
-        return value
-    return kind(x)
 
 
 def differences(old: dict, new: dict):

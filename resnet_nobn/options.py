@@ -252,3 +252,39 @@ def unknown_field(called, name, names, listed):
     hint = f"; did you mean {near[0]!r}?" if near else ""
     return TypeError(f"{called} got an unexpected keyword argument {name!r}{hint} (the fields: "
                      f"{listed})")
+
+
+def split_fields(called, fields, classes, listed=None):
+    """`fields` (keywords of `called`) as one dict per dataclass of `classes`, each keyword in
+    its class's (they share no field name); TypeError naming the nearest field, and `listed`
+    where all are, for a keyword that is none's."""
+    names = [[f.name for f in dataclasses.fields(c)] for c in classes]
+    for name in fields:
+        if not any(name in n for n in names):
+            raise unknown_field(called, name, sum(names, []), listed or " and ".join(
+                f"help(resnet_nobn.{c.__name__})" for c in classes))
+    return [{k: v for k, v in fields.items() if k in n} for n in names]
+
+
+def json_typed(f, value):
+    """A JSON `value` as field `f` holds it: lists as tuples (integers, or names), numbers as int or
+    float, when they are that number exactly."""
+    kinds = typing.get_args(f.type) or (f.type,)
+    if (tuple in kinds or typing.get_origin(f.type) is tuple) and isinstance(value, list):
+        return tuple(v if str in kinds else _number(v, int) for v in value)  # names stay names
+    for kind in (int, float):
+        if kind in kinds:
+            return _number(value, kind)
+    return value
+
+
+def _number(value, kind):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return value
+    try:
+        x = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(x) or (kind is int and x != int(x)):
+        return value
+    return kind(x)

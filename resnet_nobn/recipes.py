@@ -11,9 +11,9 @@ by the recipe their flags default to. `optimizer(cfg)` is a recipe's Keras optim
 """
 import dataclasses
 
-from resnet_nobn.config import ModelConfig, TrainConfig, split_fields
+from resnet_nobn.config import ModelConfig, TrainConfig
 from resnet_nobn.data.datasets import DATASETS
-from resnet_nobn.options import ConfigError, check_argument
+from resnet_nobn.options import ConfigError, check_argument, split_fields
 
 __all__ = ["cifar", "imagenet", "optimizer", "scaled"]
 
@@ -30,9 +30,9 @@ def cifar(**fields) -> TrainConfig:
 
     Args:
         **fields: any `TrainConfig` or `ModelConfig` field, by name (a model field goes to the
-            recipe's `model`), checked as the config checks it. `train_steps` below the rate's
-            drops (30k, 50k) is refused unless `lr_boundaries` is given too: use `scaled` for
-            the paper's schedule over fewer steps.
+            recipe's `model`, or to `model=`), checked as the config checks it. `train_steps`
+            at or below a drop of the rate (30k, 50k) is refused unless `lr_boundaries` is
+            given too: use `scaled` for the paper's schedule over fewer steps.
 
     Returns:
         The recipe's `TrainConfig`.
@@ -65,9 +65,9 @@ def imagenet(**fields) -> TrainConfig:
 
     Args:
         **fields: any `TrainConfig` or `ModelConfig` field, by name (a model field goes to the
-            recipe's `model`), checked as the config checks it. `train_steps` at or below the
-            decay period (10,009) is refused unless `lr_decay_every` is given too: use `scaled`
-            for the paper's schedule over fewer steps.
+            recipe's `model`, or to `model=`), checked as the config checks it. `train_steps`
+            at or below the decay period (10,009) is refused unless `lr_decay_every` is given
+            too: use `scaled` for the paper's schedule over fewer steps.
 
     Returns:
         The recipe's `TrainConfig`.
@@ -99,11 +99,10 @@ def _made(name, model, train, fields):
     `fields` over those, made as the configs make them (so `init="fixup"` brings Fixup's head and
     rate factor, as the flag does)."""
     called = f"recipes.{name}"
-    train_given, model_given = split_fields(called, fields)
-    if "model" in train_given and model_given:
-        raise TypeError(f"{called} takes ModelConfig fields ({', '.join(model_given)}) or model=, "
-                        "not both")
-    if "model" not in train_given:
+    train_given, model_given = split_fields(called, fields, (TrainConfig, ModelConfig))
+    if "model" in train_given:  # the fields of the model given, on it
+        train_given["model"] = train_given["model"].replace(**model_given)
+    else:
         train_given["model"] = ModelConfig(**{**model, **model_given})
     recipe = TrainConfig(**{**train, **train_given})
     if "train_steps" in fields and not set(_SCHEDULE[:2]) & set(fields) and _beyond(recipe):
