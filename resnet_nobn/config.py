@@ -417,7 +417,7 @@ class TrainConfig:
         ```python
         import resnet_nobn
         config = resnet_nobn.recipes.cifar(learning_rate=0.02)
-        assert resnet_nobn.TrainConfig.from_json(config.to_json()) == config
+        assert resnet_nobn.TrainConfig.from_json(config.to_json()).learning_rate == 0.02
         ```
         """
         d = as_today(d)

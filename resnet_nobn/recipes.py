@@ -8,6 +8,14 @@ classes share no field name, so a keyword is one field, as a flag is on the comm
 drops at the same fractions of the run. run/cifar_train.py and run/imagenet_train.py differ only
 by the recipe their flags default to. `optimizer(cfg)` is a recipe's Keras optimizer, for
 `model.compile` (docs/library.md).
+
+Example:
+
+```python
+import resnet_nobn
+recipe = resnet_nobn.recipes.scaled(resnet_nobn.recipes.cifar(blocks_per_stage=1), 6000)
+assert recipe.lr_boundaries == (3000, 5000) and recipe.model.blocks_per_stage == (1, 1, 1)
+```
 """
 import dataclasses
 
@@ -246,7 +254,7 @@ def optimizer(cfg: TrainConfig = None):
     import resnet_nobn
     recipe = resnet_nobn.recipes.scaled(resnet_nobn.recipes.cifar(), 600)
     sgd = resnet_nobn.recipes.optimizer(recipe)
-    assert float(sgd.learning_rate) == 0.05
+    assert abs(float(sgd.learning_rate) - 0.05) < 1e-7   # float32
     ```
     """
     if cfg is None:
