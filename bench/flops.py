@@ -124,7 +124,7 @@ def main():
     with quiet_stderr():  # TensorFlow's start-up lines
         import tensorflow as tf
     tf.get_logger().setLevel("ERROR")  # the v1 profiler's deprecation warnings
-    from resnet_nobn import recipes
+    from resnet_nobn import paper, recipes
     from resnet_nobn.data.datasets import DATASETS
     fraction = args.fraction_of_peak or paper_fraction(profiled_flops(recipes.cifar().model))
     rate = args.gpu_tflops * 1e12 * fraction
@@ -134,7 +134,7 @@ def main():
           "| the row |")
     print("| --- | --- | --- | --- | --- | --- |")
     for dataset, norms, seeds in ROWS:
-        recipe = recipes.for_dataset(dataset)
+        recipe = paper.recipe_of(dataset)
         model = dataclasses.replace(recipe.model, num_classes=DATASETS[dataset].num_classes)
         recipe = dataclasses.replace(recipe, model=model, dataset=dataset)
         per_image, total, runs = row_cost(recipe, norms, seeds)

@@ -23,10 +23,9 @@ from absl import flags
 from resnet_nobn.data import image_folder
 from resnet_nobn.config import ModelConfig, TrainConfig, options, resolve_init
 from resnet_nobn.console import printable
-from resnet_nobn.data.datasets import DATASETS
+from resnet_nobn.data.datasets import DATASETS, of_recipe
 from resnet_nobn.errors import UserError
 from resnet_nobn.options import flag_words
-from resnet_nobn.recipes import datasets_of
 
 _RECIPE = []  # the recipe define_flags was given: config_from_flags starts from it
 
@@ -89,9 +88,9 @@ def define_flags(recipe: TrainConfig):
                 if isinstance(value, tuple) else value)
         default = m.get("flag_default", text)
         help_text = " ".join([m["help"], *(sentence for dataset, sentence in m.get("help_for", ())
-                                           if dataset in datasets_of(recipe))])
+                                           if dataset in _datasets_of(recipe))])
         help_text += f" [{m['unit']}]" if m["unit"] else ""
-        choices = datasets_of(recipe) if f.name == "dataset" else m.get("flag_choices", m["choices"])
+        choices = _datasets_of(recipe) if f.name == "dataset" else m.get("flag_choices", m["choices"])
         if choices:
             flags.DEFINE_enum(f.name, default, choices, help_text)
             if f.name == "dataset":  # another recipe's dataset: its entry point says the fix
@@ -133,11 +132,17 @@ def advise(name, advice):
     flag.parser = _AdvisedEnum(flag.parser, advice)
 
 
+def _datasets_of(recipe):
+    """The datasets `recipe`'s entry point trains (resnet_nobn/data/datasets.py): its --dataset
+    choices."""
+    return of_recipe(DATASETS[recipe.dataset].recipe)
+
+
 def _applies(field, recipe):
     """Whether a field is an option of `recipe`'s entry point: one read for some datasets only
     (`only_for`, e.g. CIFAR's crop padding) is not offered where none of them can be trained."""
     only_for = field.metadata.get("only_for")
-    return not only_for or bool(set(only_for) & set(datasets_of(recipe)))
+    return not only_for or bool(set(only_for) & set(_datasets_of(recipe)))
 
 
 def _value(field, text, num_stages=None):

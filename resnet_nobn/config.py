@@ -1,27 +1,24 @@
 """The run configuration: frozen dataclasses, the facts they are checked against, and the checks.
 
-Each field carries its command-line help, unit and bounds (`dataclasses.field(metadata=...)`):
-resnet_nobn/cli.py makes one flag of each, with its default from a recipe (resnet_nobn/recipes.py;
-the dataclass defaults are the paper's CIFAR recipe, Table 1 and Section 4); the fields that are
-no flag (the dataset's classes and image size, the kernel size, the BN twin's) carry their bounds
-(`bounded`). Every value is checked when a config is made, its kind too (an int field takes no
-bool nor float: resnet_nobn/options.py), then the checks across fields here; a failed one is a
-ConfigError naming the field as Python does (`ModelConfig.stem_width`), or as the command line
-does (its `flag_words`). From Python, a list is taken as a tuple and one int where
-the command line takes one number (`blocks_per_stage=1`), so a config is frozen and hashable.
-The model, input pipeline and training loop read only these objects, never absl FLAGS, so they
-import and test without a command line. A saved config.json of any version is read back
-`as_today` (absent fields, numbers in another JSON type). This module imports no TensorFlow, so
-the command line is parsed and checked before TensorFlow is loaded.
+Each field carries its help, unit and bounds (`dataclasses.field(metadata=...)`): cli.py makes
+one flag of each option, defaulting to a recipe's value (recipes.py; the dataclass defaults are
+the paper's CIFAR recipe), and the class's docstring lists every field with the same text
+(`document`); the fields that are no flag carry their help and bounds (`bounded`). Every value
+is checked when a config is made (`replace` too), its kind too (resnet_nobn/options.py), then
+the checks across fields here; a failed one is a ConfigError naming the field as Python does
+(`ModelConfig.stem_width`), or as the command line does (its `flag_words`). A list is taken as a
+tuple, one int as one entry per stage where the command line takes one number, so a config is
+frozen and hashable. The model, input pipeline and training loop read only these objects, never
+absl FLAGS. A saved config.json of any version is read back `as_today`. No TensorFlow here, so
+the command line is checked before TensorFlow loads.
 """
 import dataclasses
 import json
 import math
-import typing
 
 from resnet_nobn.data.datasets import DATASETS, check_classes, of_recipe
-from resnet_nobn.options import (ConfigError, bounded, check, coerce, is_integer,  # noqa: F401
-                                 option, options)
+from resnet_nobn.options import (ConfigError, bounded, check, coerce, described,  # noqa: F401
+                                 document, is_integer, json_typed, option, options, split_fields)
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 NORMS = ("none", "batch")
 INITS = ("identity", "standard", "he", "fixup", "skipinit")
@@ -44,10 +41,26 @@ def increasing_steps(values):
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Architecture. The defaults are Table 1 for CIFAR-10."""
+    """The network's architecture, frozen; the defaults are Table 1's network for CIFAR-10.
+
+    Each value is checked when made (a `ConfigError` naming the field: `ModelConfig.stem_width=0
+    must be at least 1`); a list is taken as a tuple, one int as one entry per stage where the
+    command line takes one number. Each field is a flag of run/cifar_train.py too, with this text.
+
+    Example:
+
+    ```python
+    import resnet_nobn
+    config = resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+    model = resnet_nobn.build_model(config, seed=0)
+    ```
+    """
     # From the dataset. Two classes at least: with one, the softmax loss is 0 whatever the weights.
-    num_classes: int = bounded(10, lower=2)
-    image_size: int = bounded(32, lower=1)  # every stride must divide its map: _checks
+    num_classes: int = bounded(10, "Classes of the dataset: the head's outputs (the command line "
+                               "takes them from --dataset).", lower=2)
+    image_size: int = bounded(32, "Height and width of the input images, in pixels (the command "
+                              "line takes it from --dataset); every stride must divide the "
+                              "feature map it takes.", lower=1)  # _checks
     widths: tuple = option((64, 128, 256), "Channels of each stage, comma list.",
                            "channels", check=positive_ints("64,128,256"))
     blocks_per_stage: tuple = option((9, 9, 9), "Residual blocks per stage: one number for all "
@@ -60,7 +73,8 @@ class ModelConfig:
                              lower=1)
     stem_kernel: int = option(3, "Kernel size of the first conv.", "pixels", lower=1)
     stem_stride: int = option(1, "Stride of the first conv.", lower=1)
-    kernel_size: int = bounded(3, lower=1)  # of the residual convs; even ones too ('same')
+    kernel_size: int = bounded(3, "Kernel size of the residual blocks' convolutions ('same' "
+                               "padding: even sizes work too).", lower=1)
     norm: str = option("none", "none: the paper's normalization-free net; batch: the BN-ResNet "
                        "baseline of the same shape (pre-activation blocks, He init).", choices=NORMS)
     init: str = option("identity", "Residual conv init N(0, sigma^2): identity sigma=1/(k^2 c) "
@@ -82,23 +96,52 @@ class ModelConfig:
                                           f"must be in [0, {SEED_MAX}] (numpy's seeds)"))
     logit_gain: bool = option(False, "One trainable scalar g (init 1, not weight-decayed) times "
                               "the pooled features before the head: BN's last scale, without BN.")
-    # The BN twin (norm='batch') as in the fork's resnet_model.py: BN epsilon and decay (moving
-    # averages m <- 0.9 m + 0.1 batch), and the first block's `activate_before_residual`. Not
-    # flags: config.json records them, so a run of another twin is refused (`ABSENT_WITH_BN`).
-    bn_epsilon: float = bounded(1e-3, check=(lambda v: v > 0, "must be positive, e.g. 0.001 "
-                                             "(BN divides by sqrt(variance + epsilon))"))
-    bn_momentum: float = bounded(0.9, check=(lambda v: 0 <= v < 1, "must be in [0, 1), e.g. "
-                                             "0.9 (1 would never update the moving averages)"))
-    activate_before_residual: bool = bounded(True)
-    # init='fixup' as its reference code builds it (model/network.py). Not a flag: False only in
-    # the config.json of a run of Fixup's blocks alone, made before (`ABSENT_WITH_FIXUP`).
-    fixup_reference: bool = bounded(True)
+    # The BN twin as in the fork's resnet_model.py; config.json records them (`ABSENT_WITH_BN`).
+    bn_epsilon: float = bounded(1e-3, "The BN twin's (--norm=batch) epsilon, added to the "
+                                "variance BN divides by.", check=(lambda v: v > 0, "must be "
+                                "positive, e.g. 0.001 (BN divides by sqrt(variance + epsilon))"))
+    bn_momentum: float = bounded(0.9, "The BN twin's decay of its moving averages: m <- momentum "
+                                 "m + (1 - momentum) batch.", check=(lambda v: 0 <= v < 1, "must "
+                                 "be in [0, 1), e.g. 0.9 (1 would never update the averages)"))
+    activate_before_residual: bool = bounded(True, "The BN twin's first block: its BN and "
+                                             "activation come before the shortcut splits off.")
+    fixup_reference: bool = bounded(True, "With --init=fixup: Fixup's network as its reference "
+                                    "code builds it (model/network.py); False: Fixup's blocks "
+                                    "alone, in older runs' config.json (`ABSENT_WITH_FIXUP`).")
 
     def __post_init__(self):
         if self.head == "auto":  # frozen dataclass: the `--head=auto` rule
-            object.__setattr__(self, "head", "trained" if self.init == "fixup" else "random")
+            object.__setattr__(self, "head", _auto_head(self.init))
         coerce(self, lambda c: len(c.widths))
         _checked(self._checks, ModelConfig)
+
+    def replace(self, **fields):
+        """The config with `fields` replaced (`dataclasses.replace`), checked as a new one is
+        (a `ConfigError` naming a field it refuses, a `TypeError` naming the nearest field for a
+        keyword that is none). `head`, if `"auto"` gave it, follows a new `init`.
+
+        Args:
+            **fields: the ModelConfig fields to change, by name (`help(ModelConfig)`).
+
+        Returns:
+            A new `ModelConfig`.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        config = resnet_nobn.ModelConfig(widths=(8, 16, 32), stem_width=8)
+        assert config.replace(blocks_per_stage=1).blocks_per_stage == (1, 1, 1)
+        ```
+        """
+        train, _ = split_fields("ModelConfig.replace", fields, (TrainConfig, ModelConfig),
+                                "help(resnet_nobn.ModelConfig)")
+        if train:  # the nearest model field would mislead
+            raise TypeError(f"ModelConfig.replace got {', '.join(train)}, of TrainConfig: give "
+                            "it to TrainConfig.replace or a recipe, which take both's fields")
+        if "init" in fields and "head" not in fields and self.head == _auto_head(self.init):
+            fields = {**fields, "head": "auto"}
+        return dataclasses.replace(self, **fields)
 
     def _checks(self):
         check(self)
@@ -123,6 +166,17 @@ class ModelConfig:
             size //= stride
 
 
+def _auto_head(init):
+    """The `--head=auto` rule: Fixup's trained classifier with `--init=fixup`, else the paper's
+    random projection."""
+    return "trained" if init == "fixup" else "random"
+
+
+def _auto_scalar_lr_factor(init):
+    """The default of `--scalar_lr_factor`: Fixup's reference code's lr/10 with `--init=fixup`."""
+    return 0.1 if init == "fixup" else 1.0
+
+
 def _checked(checks, *owners):
     """Runs `checks`; a ValueError they raise (in the command line's words) as a ConfigError."""
     try:
@@ -145,9 +199,21 @@ def resolve_head_seed(head_seed, seed):
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """One run. The defaults are the paper's CIFAR recipe (Section 4): SGD with momentum 0.9,
-    batch 128, weight decay 1e-4, learning rate 0.05 divided by 10 at 30k and 50k steps."""
-    model: ModelConfig = ModelConfig()
+    """One training run, frozen; the defaults are the paper's CIFAR recipe (`recipes.cifar()`).
+
+    Each value is checked when made (a `ConfigError` naming the field: `TrainConfig.learning_rate
+    must be positive`). `train(config)` runs it, `recipes.optimizer(config)` is its optimizer for
+    `model.compile`. Each field is a flag of run/cifar_train.py too, with this text.
+
+    Example:
+
+    ```python
+    import resnet_nobn
+    model = resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+    config = resnet_nobn.TrainConfig(model=model, train_steps=10, lr_boundaries=(5,))
+    ```
+    """
+    model: ModelConfig = described(ModelConfig(), "The network (its fields are flags too).")
     # data
     dataset: str = option("cifar10", "Dataset, read through tensorflow-datasets.",
                           choices=tuple(DATASETS))
@@ -156,7 +222,10 @@ class TrainConfig:
                            "prepares one).", help_for=(
                                ("image_folder", "image_folder: ROOT of train/LABEL/* and "
                                 "test/LABEL/*."),))
-    class_names: tuple[str, ...] = ()  # image_folder's: datasets.py check_classes
+    class_names: tuple[str, ...] = described((), "The class names of --dataset=image_folder, "
+                                             "sorted, one per class of the model (its train/ "
+                                             "folders: the command line reads them from "
+                                             "--data_dir); empty for every other dataset.")
     use_synthetic_data: bool = option(False, "Random images of the right shape, no I/O: for smoke "
                                       "runs and speed measurements.")
     crop_padding: int = option(2, "Training augmentation: zero pixels added on each side "
@@ -253,7 +322,7 @@ class TrainConfig:
             raise ConfigError(f"--model must be a ModelConfig, not {type(self.model).__name__}",
                               (TrainConfig,))
         if self.scalar_lr_factor is None:  # the init's own: Fixup's reference code's lr/10
-            object.__setattr__(self, "scalar_lr_factor", 0.1 if self.model.init == "fixup" else 1.)
+            object.__setattr__(self, "scalar_lr_factor", _auto_scalar_lr_factor(self.model.init))
         coerce(self)
         _checked(self._checks, TrainConfig, ModelConfig)
 
@@ -286,8 +355,48 @@ class TrainConfig:
                              f"{self.model.init} has no trainable scalars; use it with "
                              "--init=fixup or --init=skipinit, or leave it at 1")
 
+    def replace(self, **fields):
+        """The config with `fields` replaced (`dataclasses.replace`), checked as a new one is
+        (a `ConfigError` naming a field it refuses, a `TypeError` naming the nearest field for a
+        keyword that is none). `scalar_lr_factor`, if None gave it, follows a new `init`.
+
+        Args:
+            **fields: TrainConfig fields, and ModelConfig fields for its `model` (applied to
+                `model=` if given too), by name (`help(TrainConfig)`, `help(ModelConfig)`).
+
+        Returns:
+            A new `TrainConfig`.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        config = resnet_nobn.recipes.cifar()
+        faster = config.replace(learning_rate=0.1, widths=(16, 32, 64), blocks_per_stage=1)
+        assert (faster.learning_rate, faster.model.widths) == (0.1, (16, 32, 64))
+        ```
+        """
+        train, model = split_fields("TrainConfig.replace", fields, (TrainConfig, ModelConfig))
+        if model:  # on the model given, or this one's
+            train["model"] = train.get("model", self.model).replace(**model)
+        if (train.get("model", self.model).init != self.model.init and "scalar_lr_factor" not in train
+                and self.scalar_lr_factor == _auto_scalar_lr_factor(self.model.init)):
+            train["scalar_lr_factor"] = None  # derived again, from the new init
+        return dataclasses.replace(self, **train)
+
     def to_json(self):
-        """The configuration as JSON (config.json, results.json): the head's seed as used."""
+        """The configuration as JSON, as config.json records it.
+
+        Returns:
+            A dict of JSON values, the model's under `"model"` (its `head_seed` as used).
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        assert resnet_nobn.recipes.cifar().to_json()["model"]["widths"] == [64, 128, 256]
+        ```
+        """
         d = json.loads(json.dumps(dataclasses.asdict(self)))
         d["model"]["head_seed"] = resolve_head_seed(self.model.head_seed, self.seed)
         return d
@@ -295,10 +404,29 @@ class TrainConfig:
     @staticmethod
     def from_json(d):
         """The TrainConfig of a config.json object of any version (`as_today`); ValueError or
-        TypeError for one that is not a run's configuration."""
+        TypeError for one that is not a run's configuration.
+
+        Args:
+            d: dict. A config.json object (`json.load` of one, or `to_json()`).
+
+        Returns:
+            The `TrainConfig` it records.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        config = resnet_nobn.recipes.cifar(learning_rate=0.02)
+        assert resnet_nobn.TrainConfig.from_json(config.to_json()).learning_rate == 0.02
+        ```
+        """
         d = as_today(d)
         model = ModelConfig(**d.pop("model"))
         return TrainConfig(model=model, **d)
+
+
+document(ModelConfig, (ModelConfig, TrainConfig))
+document(TrainConfig, (TrainConfig, ModelConfig))
 
 
 # TrainConfig's fields by what a change of one means for a run that has checkpoints: one list for
@@ -346,35 +474,11 @@ def as_today(d: dict):
             if f.name == "model":
                 continue
             if f.name in obj:
-                obj[f.name] = _typed(f, obj[f.name])
+                obj[f.name] = json_typed(f, obj[f.name])
             else:
                 obj[f.name] = absent.get(f.name, f.default)
     d["model"] = model
     return d
-
-
-def _typed(f, value):
-    """A JSON `value` as field `f` holds it: lists as tuples (integers, or names), numbers as int or
-    float, when they are that number exactly."""
-    kinds = typing.get_args(f.type) or (f.type,)
-    if (tuple in kinds or typing.get_origin(f.type) is tuple) and isinstance(value, list):
-        return tuple(v if str in kinds else _number(v, int) for v in value)  # names stay names
-    for kind in (int, float):
-        if kind in kinds:
-            return _number(value, kind)
-    return value
-
-
-def _number(value, kind):
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return value
-    try:
-        x = float(value)
-    except ValueError:
-        return value
-    if not math.isfinite(x) or (kind is int and x != int(x)):
-        return value
-    return kind(x)
 
 
 def differences(old: dict, new: dict):

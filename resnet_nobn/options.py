@@ -2,7 +2,9 @@
 that names a field in the caller's words.
 
 A field made with `option(...)` carries its help, unit and bounds; one made with `bounded(...)`
-(not a flag) its bounds only. `check(obj)` checks each such field of a config object: its kind
+(not a flag) its help and bounds; one made with `described(...)` its help only (its class checks
+it). `document(cls)` writes a config class's docstring from that help, field by field, the text
+the command line's --help shows, so the two never differ; `replaced` is its `replace`. `check(obj)` checks each such field of a config object: its kind
 (an int field takes an integer and no bool, a float field a number, a bool field a bool), then
 its value; `coerce(obj)` turns what Python may give (a list, one int where the command line takes
 one number) into the field's tuple. A failed check is a `ConfigError`, written once in the words
@@ -12,20 +14,43 @@ field's checks to a function's argument of the same meaning (`build_model`'s wei
 Imports no TensorFlow.
 """
 import dataclasses
+import difflib
+import inspect
 import math
 import numbers
 import os
 import re
+import textwrap
 import typing
 
 FLOAT32_MAX = 3.4028234663852886e38  # every float option is used as a float32
 
 
 class ConfigError(ValueError):
-    """A configuration's value failed its check. `str(e)`: each `--name` of the message written
-    as the dataclass field it is (`ModelConfig.stem_width`, `TrainConfig.learning_rate`), for a
-    caller in Python; `flag_words`: the message as written, for a command line. `owners`: the
-    dataclasses, or {flag name: Python name} dicts (a function's arguments), to name them by."""
+    """A configuration's value failed its check: what `ModelConfig`, `TrainConfig`, the recipes,
+    `build_model` and `StepSchedule` raise for a value they refuse (a `ValueError`).
+
+    `str(e)` names each field as Python does (`ModelConfig.stem_width`,
+    `TrainConfig.learning_rate`); `e.flag_words` is the same message in the words of the command
+    line (`--stem_width`).
+
+    Args:
+        flag_words: str. The message, naming each field as its flag (`--stem_width=0 must be at
+            least 1`).
+        owners: tuple. The dataclasses, or {flag name: Python name} dicts (a function's
+            arguments), that `str(e)` names the flags by.
+
+    Example:
+
+    ```python
+    import resnet_nobn
+    try:
+        resnet_nobn.ModelConfig(stem_width=0)
+    except resnet_nobn.ConfigError as e:
+        print(e)             # ModelConfig.stem_width=0 must be at least 1
+        print(e.flag_words)  # --stem_width=0 must be at least 1
+    ```
+    """
 
     def __init__(self, flag_words, owners):
         self.flag_words = flag_words
@@ -53,7 +78,8 @@ def option(default, help, unit=None, lower=None, upper=None, choices=None, check
     the flag has (`flag_choices`, `flag_default`, `one_for_all`: one number for every stage,
     `help_for`: (dataset, sentence) pairs added to the help where the entry point trains it)."""
     return dataclasses.field(default=default, metadata=dict(
-        help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, **flag))
+        help=help, unit=unit, lower=lower, upper=upper, choices=choices, check=check, flag=True,
+        **flag))
 
 
 def is_integer(v):
@@ -68,16 +94,23 @@ def plain(v):
     return v.tolist() if type(v).__module__ == "numpy" and hasattr(v, "tolist") else v
 
 
-def bounded(default, lower=None, upper=None, check=None):
+def bounded(default, help, lower=None, upper=None, check=None):
     """A field that is not a command-line option (the dataset or the network fixes it), checked
-    as an option is: its kind, `lower`/`upper` bounds, and `check` = (predicate, message)."""
+    as an option is: its kind, `lower`/`upper` bounds, and `check` = (predicate, message);
+    `help` says what it is (its class's docstring: `document`)."""
     return dataclasses.field(default=default, metadata=dict(
-        lower=lower, upper=upper, choices=None, check=check))
+        help=help, unit=None, lower=lower, upper=upper, choices=None, check=check))
+
+
+def described(default, help):
+    """A field that is no option and that its class checks itself (`TrainConfig.model`,
+    `class_names`): only its `help`, for its class's docstring (`document`)."""
+    return dataclasses.field(default=default, metadata=dict(help=help, unit=None))
 
 
 def options(cls):
     """The fields of `cls` that are command-line options."""
-    return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("flag")]
 
 
 def checked(cls):
@@ -159,3 +192,99 @@ def check_argument(cls, name, value, called):
     except ValueError as e:
         raise ConfigError(str(e), ({name: called},)) from None
     return value
+
+
+def _type_name(f):
+    """A field's type in words, for its docstring: `int`, `str or None`, `tuple of ints`."""
+    if isinstance(f.default, tuple) or typing.get_origin(f.type) is tuple:
+        return "tuple of str" if str in typing.get_args(f.type) else "tuple of ints"
+    kinds = typing.get_args(f.type) or (f.type,)
+    return " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
+
+
+def _bounds(f):
+    """A checked field's bounds in words ('' for none): `At least 1.`, `One of: a, b.`."""
+    m = f.metadata
+    lower, upper, choices, check = (m.get(k) for k in ("lower", "upper", "choices", "check"))
+    out = []
+    if lower is not None or upper is not None:
+        out.append(f"In [{lower}, {upper}]." if None not in (lower, upper) else
+                   f"At least {lower}." if upper is None else f"At most {upper}.")
+    if choices:
+        out.append(f"One of: {', '.join(choices)}.")
+    if check:
+        out.append(check[1][0].upper() + check[1][1:].rstrip(".") + ".")
+    return " ".join(out)
+
+
+def field_doc(f, owners):
+    """Field `f`'s entry in its class's `Args:`: its type, the help the command line's --help
+    shows (each `--flag` named as the field it is, as `ConfigError` does), its unit, default and
+    bounds."""
+    m = f.metadata
+    words = " ".join([m["help"], *(s for _, s in m.get("help_for", ()))])
+    words = re.sub(r"--(\w+)", lambda g: _python_name(g.group(1), owners), words)
+    words += f" Unit: {m['unit']}." if m.get("unit") else ""
+    default = repr(f.default)
+    if dataclasses.is_dataclass(f.default):  # TrainConfig.model: the class's own defaults
+        default = f"{type(f.default).__name__}()"
+    words += f" Default: `{default}`." + (f" {_bounds(f)}" if _bounds(f) else "")
+    words += "" if m.get("flag") else " Not a command-line flag."
+    return textwrap.fill(f"{f.name}: {_type_name(f)}. {words}", 96, initial_indent=" " * 4,
+                         subsequent_indent=" " * 8, break_on_hyphens=False)
+
+
+def document(cls, owners):
+    """Appends to `cls.__doc__` an `Args:` section with every field (`field_doc`), from the same
+    help the command line shows, so `help(cls)` lists each field's meaning, default and bounds.
+    The docstring's `Example:` section, if any, stays last."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    head, sep, example = doc.partition("\nExample:")
+    args = "\n".join(field_doc(f, owners) for f in dataclasses.fields(cls))
+    cls.__doc__ = f"{head.rstrip()}\n\nArgs:\n{args}\n" + (f"\nExample:{example}\n" if sep else "")
+    return cls
+
+
+def unknown_field(called, name, names, listed):
+    """The TypeError of a keyword `name` that is none of `names` (a config's fields), naming the
+    nearest of them and `listed`, where they are all listed (`help(resnet_nobn.TrainConfig)`)."""
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.0)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return TypeError(f"{called} got an unexpected keyword argument {name!r}{hint} (the fields: "
+                     f"{listed})")
+
+
+def split_fields(called, fields, classes, listed=None):
+    """`fields` (keywords of `called`) as one dict per dataclass of `classes`, each keyword in
+    its class's (they share no field name); TypeError naming the nearest field, and `listed`
+    where all are, for a keyword that is none's."""
+    names = [[f.name for f in dataclasses.fields(c)] for c in classes]
+    for name in fields:
+        if not any(name in n for n in names):
+            raise unknown_field(called, name, sum(names, []), listed or " and ".join(
+                f"help(resnet_nobn.{c.__name__})" for c in classes))
+    return [{k: v for k, v in fields.items() if k in n} for n in names]
+
+
+def json_typed(f, value):
+    """A JSON `value` as field `f` holds it: lists as tuples (integers, or names), numbers as int or
+    float, when they are that number exactly."""
+    kinds = typing.get_args(f.type) or (f.type,)
+    if (tuple in kinds or typing.get_origin(f.type) is tuple) and isinstance(value, list):
+        return tuple(v if str in kinds else _number(v, int) for v in value)  # names stay names
+    for kind in (int, float):
+        if kind in kinds:
+            return _number(value, kind)
+    return value
+
+
+def _number(value, kind):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return value
+    try:
+        x = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(x) or (kind is int and x != int(x)):
+        return value
+    return kind(x)

@@ -7,6 +7,7 @@ import json
 
 from resnet_nobn import recipes
 from resnet_nobn.config import SCIENTIFIC_FIELDS, differences
+from resnet_nobn.data.datasets import DATASETS
 
 # Table 2 of the paper (top-1 error, %): the "Ours" and "ResNet" rows.
 TABLE2 = {
@@ -22,6 +23,12 @@ SHAPE = ("widths", "blocks_per_stage", "strides", "stem_width", "stem_kernel", "
 _THE_DATA = ("dataset", "class_names", "use_synthetic_data")
 
 
+def recipe_of(dataset):
+    """The recipe of the entry point that trains `dataset` (resnet_nobn/data/datasets.py):
+    `recipes.cifar()` or `recipes.imagenet()`, whose values are that entry point's defaults."""
+    return {"cifar": recipes.cifar, "imagenet": recipes.imagenet}[DATASETS[dataset].recipe]()
+
+
 def _norm_json(v):
     return json.loads(json.dumps(v))
 
@@ -30,7 +37,7 @@ def paper_shape(config):
     """Whether the network of `config` (a config.json object) has the paper's shape for its
     dataset (SHAPE as in Table 1, or the ImageNet variant of Section 4.2), whatever its norm,
     init and head."""
-    m, paper = config.get("model", {}), recipes.for_dataset(config["dataset"]).model
+    m, paper = config.get("model", {}), recipe_of(config["dataset"]).model
     return all(_norm_json(m.get(k)) == _norm_json(getattr(paper, k)) for k in SHAPE)
 
 
@@ -70,7 +77,7 @@ def departures(config, step=None):
     recipe's length. `config`: a config.json object.
     The network's own differences are `paper_shape` and `paper_network`'s; a run on synthetic or
     another dataset's images has no Table 2 value at all (`paper_row`)."""
-    recipe = recipes.for_dataset(config["dataset"]).to_json()
+    recipe = recipe_of(config["dataset"]).to_json()
     out = [d for d in differences(config, recipe)
            if d[0] in SCIENTIFIC_FIELDS + ("mixed_precision",)
            and d[0] not in _THE_DATA + ("seed",)]

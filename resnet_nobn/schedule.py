@@ -23,10 +23,30 @@ FIELDS = dict(learning_rate="learning_rate", boundaries="lr_boundaries",
 
 @keras.saving.register_keras_serializable(package="resnet_nobn")
 class StepSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """The rate at `step` (an int or a tensor; float32), from the TrainConfig fields
-    learning_rate, lr_boundaries, lr_decay_factor, lr_decay_every and warmup_steps (`FIELDS`). A
-    value TrainConfig refuses is refused here in its words, naming the argument: a ConfigError
-    (`StepSchedule.boundaries must be positive, strictly increasing steps, e.g. 30000,50000`)."""
+    """The learning rate of Section 4 at a step: a Keras `LearningRateSchedule`.
+
+    Linear warm-up over `warmup_steps`, then the rate times `decay_factor` at each of
+    `boundaries` passed, or every `decay_every` steps if that is > 0. The arguments are the
+    TrainConfig fields learning_rate, lr_boundaries, lr_decay_factor, lr_decay_every and
+    warmup_steps (`FIELDS`), checked as TrainConfig checks them: a ConfigError naming the argument
+    (`StepSchedule.boundaries must be positive, strictly increasing steps, e.g. 30000,50000`).
+
+    Args:
+        learning_rate: float. The initial rate.
+        boundaries: tuple of ints. Steps at which the rate is multiplied by `decay_factor`.
+        decay_factor: float. In (0, 1].
+        decay_every: int. If > 0: multiply by `decay_factor` every this many steps instead.
+        warmup_steps: int. Linear warm-up steps (0: none).
+
+    Example:
+
+    ```python
+    import resnet_nobn
+    schedule = resnet_nobn.StepSchedule(0.05, boundaries=(300, 500))
+    assert abs(float(schedule(400)) - 0.005) < 1e-9
+    same = resnet_nobn.StepSchedule.of(resnet_nobn.recipes.cifar())  # the recipe's
+    ```
+    """
 
     def __init__(self, learning_rate=0.05, boundaries=(30_000, 50_000), decay_factor=0.1,
                  decay_every=0, warmup_steps=0):
@@ -44,7 +64,22 @@ class StepSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     @classmethod
     def of(cls, cfg):
-        """The schedule of a TrainConfig."""
+        """The schedule of a TrainConfig (what `recipes.optimizer` uses).
+
+        Args:
+            cfg: TrainConfig. The run or recipe whose schedule fields to take.
+
+        Returns:
+            A `StepSchedule`.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        schedule = resnet_nobn.StepSchedule.of(resnet_nobn.recipes.cifar())
+        assert schedule.boundaries == (30000, 50000)
+        ```
+        """
         return cls(cfg.learning_rate, cfg.lr_boundaries, cfg.lr_decay_factor, cfg.lr_decay_every,
                    cfg.warmup_steps)
 
@@ -62,6 +97,19 @@ class StepSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return lr
 
     def get_config(self):
+        """The schedule's arguments, for Keras' serialization (`StepSchedule(**config)`).
+
+        Returns:
+            A dict of the constructor's arguments, JSON values.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        schedule = resnet_nobn.StepSchedule(0.1, decay_every=100, decay_factor=0.94)
+        assert resnet_nobn.StepSchedule(**schedule.get_config()).decay_every == 100
+        ```
+        """
         return {"learning_rate": self.learning_rate, "boundaries": list(self.boundaries),
                 "decay_factor": self.decay_factor, "decay_every": self.decay_every,
                 "warmup_steps": self.warmup_steps}

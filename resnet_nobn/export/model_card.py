@@ -5,7 +5,7 @@ versions, and what it is not.
 import datetime
 import os
 
-from resnet_nobn import paper, recipes
+from resnet_nobn import paper
 from resnet_nobn.cli import departure_text, flag_text
 from resnet_nobn.config import (ModelConfig, TrainConfig, config_diffs, options, resolve_head_seed,
                                 resolve_init)
@@ -22,7 +22,7 @@ LOAD_KERAS = ("```python", "import keras", "from resnet_nobn.model import custom
 
 def run_flags(cfg: TrainConfig):
     """The flags of the run (config.json) that differ from its entry point's defaults."""
-    recipe = recipes.for_dataset(cfg.dataset)
+    recipe = paper.recipe_of(cfg.dataset)
     out = []
     for owner, defaults, cls in ((cfg.model, recipe.model, ModelConfig),
                                  (cfg, recipe, TrainConfig)):
@@ -53,7 +53,7 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
     import keras
     import tensorflow as tf
 
-    m, recipe, info = cfg.model, recipes.for_dataset(cfg.dataset), DATASETS[cfg.dataset]
+    m, recipe, info = cfg.model, paper.recipe_of(cfg.dataset), DATASETS[cfg.dataset]
     spec = input_spec(cfg, *([standardize] if standardize else []))
     results = results or {}
     mismatch = results.get("data_mismatch")  # another dataset's images under the name

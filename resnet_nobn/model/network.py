@@ -165,6 +165,24 @@ def build_model(cfg: ModelConfig, seed: int = 0,
     model/standardize.py). A numpy integer seed is taken as its int. A `cfg` that is no
     ModelConfig, or a seed that is no integer, is a TypeError; a seed or weight decay
     TrainConfig would refuse is a ConfigError in its words.
+
+    Args:
+        cfg: ModelConfig. The architecture (of a TrainConfig: its `.model`).
+        seed: int. Seed of the initialisers, in [0, 2**32 - 1].
+        weight_decay: float. L2 weight decay of every conv kernel, at least 0.
+
+    Returns:
+        A `keras.Model` from standardised images [N, size, size, 3] to logits [N, classes].
+
+    Example:
+
+    ```python
+    import numpy as np
+    import resnet_nobn
+    config = resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+    model = resnet_nobn.build_model(config, seed=0)
+    assert model(np.zeros((2, 32, 32, 3), "float32")).shape == (2, 10)
+    ```
     """
     if not isinstance(cfg, ModelConfig):
         fix = ("for a TrainConfig pass its .model" if isinstance(cfg, TrainConfig) else
@@ -235,7 +253,22 @@ def custom_objects():
     """The project's Keras classes a saved model.keras is made of, by their registered names: the
     `custom_objects` of `keras.saving.load_model` (docs/training.md, an export's model card);
     with the standardisation layer and, for a model compiled with `recipes.optimizer`, the
-    learning-rate schedule."""
+    learning-rate schedule.
+
+    Returns:
+        A dict {registered name: class}.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import keras, resnet_nobn
+    config = resnet_nobn.ModelConfig(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+    path = os.path.join(tempfile.mkdtemp(), "model.keras")
+    resnet_nobn.build_model(config).save(path)
+    model = keras.saving.load_model(path, custom_objects=resnet_nobn.custom_objects())
+    ```
+    """
     classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, GlobalBatchNorm,
                ScalarBias, ScalarGain, Standardize, StepSchedule)
     return {keras.saving.get_registered_name(c): c for c in classes}

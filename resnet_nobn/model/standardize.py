@@ -15,10 +15,30 @@ from keras import ops, layers
 
 @keras.saving.register_keras_serializable(package="resnet_nobn")
 class Standardize(layers.Layer):
-    """Images [N, H, W, C] (any numeric dtype, e.g. uint8 pixels) to what the network takes,
-    float32: per image by default; `(x - mean) / std` per channel with `mean` and `std` (lists
-    of C numbers, or scalars). Put it in front of the model:
-    `keras.Sequential([resnet_nobn.Standardize(), model])`."""
+    """Images [N, H, W, C] (any numeric dtype, e.g. uint8 pixels) to what the network takes.
+
+    Float32 images, standardised per image by default (as the trainer's input pipeline does),
+    or `(x - mean) / std` per channel with `mean` and `std`. Put it in front of the model:
+    `keras.Sequential([resnet_nobn.Standardize(), model])`. A ValueError names a mean or std that
+    is not finite, a std that is not positive, or lists of other lengths.
+
+    Args:
+        mean: float or list of floats. One number for every channel, or one per channel (a list,
+            a tuple or a numpy array); default: None (per-image standardisation).
+        std: float or list of floats. Likewise; positive. Given with `mean`, or not at all.
+        **kwargs: the arguments of `keras.layers.Layer` (`name`, ...).
+
+    Example:
+
+    ```python
+    import numpy as np
+    import resnet_nobn
+    images = np.random.randint(0, 256, (2, 8, 8, 3), dtype="uint8")
+    x = resnet_nobn.Standardize()(images)                  # per image: mean 0, std 1
+    y = resnet_nobn.Standardize(mean=[125.3, 123.0, 113.9], std=[63.0, 62.1, 66.7])(images)
+    assert x.shape == y.shape == (2, 8, 8, 3)
+    ```
+    """
 
     def __init__(self, mean=None, std=None, **kwargs):
         super().__init__(**{"dtype": "float32", **kwargs})
@@ -28,6 +48,20 @@ class Standardize(layers.Layer):
         self.mean, self.std = (None, None) if mean is None else moments(mean, std)
 
     def build(self, input_shape):
+        """Checks that `mean` and `std` have one number per channel of the images (Keras calls
+        it on the first images).
+
+        Args:
+            input_shape: tuple. The images' shape, [N, H, W, C].
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        layer = resnet_nobn.Standardize(mean=[0.5] * 3, std=[0.2] * 3)
+        layer.build((None, 8, 8, 3))   # a 1-channel shape would be a ValueError
+        ```
+        """
         channels = input_shape[-1] if input_shape else None
         sizes = {len(v) for v in (self.mean, self.std) if isinstance(v, list)}
         if channels is not None and sizes - {channels}:
@@ -37,6 +71,23 @@ class Standardize(layers.Layer):
         super().build(input_shape)
 
     def call(self, x):
+        """The standardised images (what calling the layer computes).
+
+        Args:
+            x: tensor [N, H, W, C] of any numeric dtype.
+
+        Returns:
+            The float32 tensor of the same shape.
+
+        Example:
+
+        ```python
+        import numpy as np
+        import resnet_nobn
+        out = resnet_nobn.Standardize()(np.ones((1, 4, 4, 3), "float32"))
+        assert float(np.abs(np.asarray(out)).max()) == 0.0   # a flat image: all zero
+        ```
+        """
         x = ops.cast(x, "float32")
         if self.mean is not None:
             return (x - ops.convert_to_tensor(self.mean, "float32")) / ops.convert_to_tensor(
@@ -48,9 +99,37 @@ class Standardize(layers.Layer):
         return (x - mean) / ops.maximum(std, ops.rsqrt(size))
 
     def compute_output_shape(self, input_shape):
+        """The output's shape: the input's.
+
+        Args:
+            input_shape: tuple. The images' shape.
+
+        Returns:
+            The same shape.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        assert resnet_nobn.Standardize().compute_output_shape((2, 8, 8, 3)) == (2, 8, 8, 3)
+        ```
+        """
         return input_shape
 
     def get_config(self):
+        """The layer's config, for Keras' serialization: the Layer's, with `mean` and `std`.
+
+        Returns:
+            A dict; `Standardize.from_config(config)` makes the same layer.
+
+        Example:
+
+        ```python
+        import resnet_nobn
+        config = resnet_nobn.Standardize(mean=0.5, std=0.25).get_config()
+        assert (config["mean"], config["std"]) == (0.5, 0.25)
+        ```
+        """
         return {**super().get_config(), "mean": self.mean, "std": self.std}
 
 

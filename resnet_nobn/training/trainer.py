@@ -418,6 +418,26 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     of the initial weights) end it with one line (UserError, resnet_nobn/training/failures.py); a new
     run that saved nothing but its initialisation leaves no model_dir behind, and one that did
     keeps it. TypeError for a `cfg` that is no TrainConfig.
+
+    Args:
+        cfg: TrainConfig. The run, with its `model_dir` (re-running it resumes from there).
+        strategy: a `tf.distribute.Strategy`; default: as `cfg.strategy` says.
+        plan: the start `resume.decide` chose, where the caller read the run directory already.
+
+    Returns:
+        The results dict, what results.json holds (None on a worker that is not the chief).
+
+    Example:
+
+    ```python
+    import tempfile
+    import resnet_nobn
+    config = resnet_nobn.recipes.cifar(
+        widths=(8, 16, 32), blocks_per_stage=1, stem_width=8, use_synthetic_data=True,
+        batch_size=8, train_steps=2, lr_boundaries=(), eval_steps=1,
+        model_dir=tempfile.mkdtemp() + "/run")
+    results = resnet_nobn.train(config)
+    ```
     """
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"train takes a TrainConfig, not a {type(cfg).__name__}; e.g. "
