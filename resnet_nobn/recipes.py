@@ -236,8 +236,10 @@ def optimizer(cfg: TrainConfig = None):
 
     Keras SGD with the recipe's momentum (0.9) and its step schedule (`resnet_nobn.StepSchedule`:
     a registered, serializable LearningRateSchedule, so a compiled model saves and loads as
-    `.keras`). The weight decay is not here: the model carries it (`build_model(...,
-    weight_decay=)`, in `model.losses`). Loads Keras.
+    `.keras`), and the recipe's `clip_norm` as Keras' `global_clipnorm` (on one device the
+    trainer's clip; with several replicas Keras clips each replica's gradient). The weight decay
+    is not here: the model carries it (`build_model(..., weight_decay=)`, in `model.losses`).
+    Loads Keras.
 
     Args:
         cfg: TrainConfig. The recipe whose momentum and schedule to use; default: `cifar()`.
@@ -247,6 +249,8 @@ def optimizer(cfg: TrainConfig = None):
 
     Raises:
         TypeError: for a `cfg` that is no TrainConfig (a ModelConfig, say).
+        ValueError: for a recipe with `agc` (adaptive clipping, which Keras' SGD has not: train
+            it with `resnet_nobn.train`).
 
     Example:
 
@@ -262,7 +266,12 @@ def optimizer(cfg: TrainConfig = None):
     if not isinstance(cfg, TrainConfig):
         raise TypeError("recipes.optimizer takes a TrainConfig (its momentum and learning-rate "
                         f"schedule), not a {type(cfg).__name__}; e.g. resnet_nobn.recipes.cifar()")
+    if cfg.agc > 0:
+        raise ValueError(f"recipes.optimizer: the recipe's agc={cfg.agc} (adaptive gradient "
+                         "clipping) is no Keras optimizer's; give agc=0 (clip_norm= clips in "
+                         "Keras too) or train with resnet_nobn.train")
     import keras
 
     from resnet_nobn.schedule import StepSchedule
-    return keras.optimizers.SGD(learning_rate=StepSchedule.of(cfg), momentum=cfg.momentum)
+    return keras.optimizers.SGD(learning_rate=StepSchedule.of(cfg), momentum=cfg.momentum,
+                                global_clipnorm=cfg.clip_norm or None)

@@ -80,3 +80,12 @@ def test_replace_checks_and_keeps_derived_fields_in_step():
     back = fixup.replace(init="identity")
     assert (back.model.head, back.scalar_lr_factor) == ("random", 1.0)
     assert c.replace(init="fixup", head="random").model.head == "random"  # given: kept
+
+
+def test_the_optimizer_clips_as_the_recipe_says_and_refuses_what_keras_cannot():
+    """--clip_norm reaches model.fit as Keras' global_clipnorm; AGC, which Keras' SGD has not, is
+    refused by name rather than dropped."""
+    assert recipes.optimizer(recipes.cifar(clip_norm=1.0)).global_clipnorm == 1.0
+    assert recipes.optimizer(recipes.cifar()).global_clipnorm is None
+    with pytest.raises(ValueError, match="agc=0.01"):
+        recipes.optimizer(recipes.cifar(agc=0.01))
