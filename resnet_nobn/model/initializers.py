@@ -2,7 +2,7 @@
 
 Keras' own seeded initialisers (`keras.initializers.RandomNormal(seed=...)`) draw with the backend's
 random generator: the same seed gives other kernels under TensorFlow, JAX and PyTorch. These draw
-with `np.random.default_rng((seed, stream))` in float32 on the host and hand the array to the
+with `np.random.default_rng((seed, stream))` on the host, rounded to float32, and hand it to the
 backend, so a weight is a function of the run's seed and the layer's `stream` (its place in the
 network) alone. Each is a registered Keras initializer with a JSON `get_config`, so a saved
 `model.keras` names it and loads with `custom_objects()`.
