@@ -4,14 +4,13 @@ become one configuration, checked with TF_CONFIG and the timeouts and against th
 (resnet_nobn/training/trainer.py). The flags themselves: resnet_nobn/cli.py.
 """
 import gc
-import os
-import shlex
 
 from absl import flags
 
 from resnet_nobn import cli
-from resnet_nobn.console import printable, quiet_stderr
+from resnet_nobn.console import quiet_stderr
 from resnet_nobn.training import cluster, resume, rundir, tf_config
+from resnet_nobn.training.run_lines import closing_line
 
 
 def run():
@@ -53,13 +52,3 @@ def main(argv):
             gc.freeze()
 
     cli.main_wrapper(configure_and_train)
-
-
-def closing_line(model_dir):
-    """The line a run that trained or evaluated ends with: where its results are, and the
-    command that exports it (run/export.py)."""
-    path = os.path.abspath(model_dir)
-    export = shlex.quote(path.rstrip(os.sep) + "_export")
-    return printable(f"done: results in {os.path.join(path, rundir.RESULTS)}, checkpoints and "
-                     f"TensorBoard summaries in {path}; export with: python run/export.py "
-                     f"--model_dir={shlex.quote(path)} --export_dir={export}")

@@ -20,12 +20,11 @@ import tensorflow as tf
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.console import hms, log
 from resnet_nobn.data import inputs
-from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.errors import UserError
 from resnet_nobn.files import atomic_write_json
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.training import (checkpoints, cluster, failures, profiling, provenance,
-                                  recovery, resume, rundir, steps, summaries)
+                                  recovery, resume, run_lines, rundir, steps, summaries)
 from resnet_nobn.training.results import Results
 
 
@@ -94,12 +93,6 @@ class Trainer:
             lambda: f"stopped by SIGTERM at step {self.step} after saving a checkpoint; re-run "
                     "the same command on every worker to resume")
 
-    def _train_images(self):
-        """The number of training images the run reads (None: synthetic data, or not known)."""
-        if self.cfg.use_synthetic_data:
-            return None
-        return (self.input.folder or {}).get("train_images") or DATASETS[self.cfg.dataset].num_train
-
     def _read_run_dir(self):
         """The run directory, read once; without config.json, with the settings its newest
         checkpoint records (read with TensorFlow)."""
@@ -130,10 +123,10 @@ class Trainer:
         if cfg.eval_only:
             self.results.keep_history(lambda s: s != self.step)
             return self.evaluate_and_record(None, self.results.wall_before, None)
-        timed_at = self.timed_at(self.step)
+        timed_at = run_lines.timed_at(cfg, self.step, self.loop_length)
         if self.step < cfg.train_steps:  # before the first step: what the run will do
-            log(plan_line(cfg, self._train_images(), self.trainable_params, self.step, timed_at),
-                self.chief)
+            log(run_lines.plan_line(cfg, run_lines.train_images(cfg, self.input),
+                                    self.trainable_params, self.step, timed_at), self.chief)
         writers = self.open_summaries(restored)
         results, wall_before = None, self.results.wall_before
         if self.step > 0 and self.eval_due(self.step):  # interrupted before evaluating
@@ -170,7 +163,7 @@ class Trainer:
                                   writers)
                 t_log, step_log, window = now, step, dict.fromkeys(steps.LOOP_SUMS, 0.0)
             if step == timed_at:
-                log(estimate_line(cfg, step, n, loop_seconds), self.chief)
+                log(run_lines.estimate_line(cfg, step, n, loop_seconds), self.chief)
             if self.preemption:  # after the log step: its log is in the preemption checkpoint's
                 self.preemption.save_checkpoint_if_preempted()
             if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
@@ -329,15 +322,6 @@ class Trainer:
         ends += [s for s in cfg.profile_steps if s > step]  # a trace holds whole loops
         return min(ends) - step
 
-    def timed_at(self, step):
-        """The step a loop started at `step` is timed at, for the estimate: the end of the second
-        loop, the first whose time holds no compiling; None where the run ends before it."""
-        after_first = step + self.loop_length(step)
-        if after_first >= self.cfg.train_steps:
-            return None
-        second = after_first + self.loop_length(after_first)
-        return second if second < self.cfg.train_steps else None
-
     def log_progress(self, step, n, window, seconds, images_per_sec, writers):
         """The log step: the means of the `n` steps' sums `window` into the training log, the
         progress line and the train/ scalars."""
@@ -429,46 +413,6 @@ class Trainer:
     def write_results(self, wall_time, images_per_sec):
         """Writes results.json (results.py) at the current step and returns it."""
         return self.results.write(self.step, images_per_sec, wall_time)
-
-
-def plan_line(cfg: TrainConfig, train_images, params, step, timed_at):
-    """The line a run prints before its first step: what it trains, on what, how long, and
-    when its time is estimated (`timed_at`, the step after the first timed loop; None: the run
-    ends before one)."""
-    left = cfg.train_steps - step
-    where = f"steps {step + 1:,}-{cfg.train_steps:,}" if step else f"{left:,} steps"
-    epochs = left * cfg.batch_size / train_images if train_images else 0
-    data = (f"synthetic images shaped as {cfg.dataset}'s" if train_images is None else
-            f"{cfg.dataset} ({train_images:,} training images, "
-            f"{f'{epochs:,.1f}' if epochs >= 1 else f'{epochs:.2g}'} epochs)")
-    blocks = "/".join(map(str, cfg.model.blocks_per_stage))
-    evals = evaluations_left(cfg, step)
-    when = (f"a time estimate follows step {timed_at:,}" if timed_at is not None else
-            "too few steps to time before the end")
-    return (f"plan: {where} of batch {cfg.batch_size} on {data}; a network of {params:,} "
-            f"trainable parameters (widths {','.join(map(str, cfg.model.widths))}, {blocks} "
-            f"blocks per stage, --init={cfg.model.init}, --norm={cfg.model.norm}); "
-            f"{evals} evaluation{'s' * (evals != 1)}; {when}")
-
-
-def estimate_line(cfg: TrainConfig, step, steps, seconds):
-    """The line after the first timed loop (`steps` steps in `seconds`, ending at `step`): the
-    time the steps left take at that speed. An estimate: evaluations and checkpoints are not
-    in it, and the speed can change (other load, a slower input)."""
-    left = cfg.train_steps - step
-    per_step = seconds / max(steps, 1)
-    evals = evaluations_left(cfg, step)
-    total = left * per_step
-    return (f"estimate: about {hms(total) if total >= 10 else f'{total:.1f} s'} for the "
-            f"{left:,} steps left, at the "
-            f"{per_step:.3g} s a step of steps {step - steps + 1:,}-{step:,} (the "
-            f"{evals} evaluation{'s' * (evals != 1)} and the checkpoints not counted)")
-
-
-def evaluations_left(cfg: TrainConfig, step):
-    """How many evaluations a run at `step` still makes: every --eval_every steps and at the end."""
-    due = cfg.train_steps // cfg.eval_every - step // cfg.eval_every
-    return due + (cfg.train_steps % cfg.eval_every != 0 and step < cfg.train_steps)
 
 
 def train(cfg: TrainConfig, strategy=None, plan=None):

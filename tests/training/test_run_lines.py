@@ -8,8 +8,8 @@ import re
 import shlex
 import types
 
-from resnet_nobn.training import trainer
-from resnet_nobn.training.main import closing_line
+from resnet_nobn.training import run_lines, trainer
+from resnet_nobn.training.run_lines import closing_line
 from tests.helpers import ROOT, tiny_config
 
 
@@ -41,10 +41,10 @@ def test_the_closing_line_quotes_a_path_for_the_shell():
 
 
 def _loops(**kw):
-    """A stand-in Trainer for `timed_at`: its config and loop_length alone."""
+    """`timed_at` of a run of tiny_config(**kw), with the trainer's loop_length."""
     fake = types.SimpleNamespace(cfg=tiny_config("/nowhere", **kw))
-    fake.loop_length = lambda step: trainer.Trainer.loop_length(fake, step)
-    return lambda step: trainer.Trainer.timed_at(fake, step)
+    return lambda step: run_lines.timed_at(
+        fake.cfg, step, lambda s: trainer.Trainer.loop_length(fake, s))
 
 
 def test_the_estimate_times_the_second_loop_whose_time_holds_no_compiling():
@@ -57,22 +57,22 @@ def test_the_estimate_times_the_second_loop_whose_time_holds_no_compiling():
 
 def test_the_estimate_line_is_the_steps_left_at_the_timed_speed():
     cfg = tiny_config("/nowhere", train_steps=80_000, eval_every=10_000)
-    line = trainer.estimate_line(cfg, 200, 100, 25.0)
+    line = run_lines.estimate_line(cfg, 200, 100, 25.0)
     assert line == ("estimate: about 5:32:30 for the 79,800 steps left, at the 0.25 s a step of "
                     "steps 101-200 (the 8 evaluations and the checkpoints not counted)")
-    assert trainer.estimate_line(tiny_config("/nowhere", train_steps=30), 20, 10, 0.1) \
+    assert run_lines.estimate_line(tiny_config("/nowhere", train_steps=30), 20, 10, 0.1) \
         .startswith("estimate: about 0.1 s for the 10 steps left")
-    assert [trainer.evaluations_left(tiny_config("/n", train_steps=25, eval_every=10), s)
+    assert [run_lines.evaluations_left(tiny_config("/n", train_steps=25, eval_every=10), s)
             for s in (0, 10, 19, 20, 25)] == [3, 2, 2, 1, 0]
 
 
 def test_the_plan_line_of_a_resumed_run_on_real_data_counts_epochs():
     cfg = tiny_config("/nowhere", use_synthetic_data=False, dataset="cifar10", train_steps=80_000,
                       batch_size=128, eval_every=10_000)
-    line = trainer.plan_line(cfg, 50_000, 13_538_736, 40_000, 40_100)
+    line = run_lines.plan_line(cfg, 50_000, 13_538_736, 40_000, 40_100)
     assert line.startswith("plan: steps 40,001-80,000 of batch 128 on cifar10 (50,000 training "
                            "images, 102.4 epochs); a network of 13,538,736 trainable parameters")
     assert line.endswith("; 4 evaluations; a time estimate follows step 40,100")
-    assert re.search(r"\(60,000 training images, 0\.0053 epochs\)", trainer.plan_line(
+    assert re.search(r"\(60,000 training images, 0\.0053 epochs\)", run_lines.plan_line(
         tiny_config("/n", use_synthetic_data=False, dataset="fashion_mnist", train_steps=40),
         60_000, 10, 0, None))
