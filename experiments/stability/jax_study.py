@@ -16,7 +16,8 @@ What is the project's here, and what is not:
   padding `crop_padding` pixels a side, a random 32x32 crop, a random horizontal flip, then
   per-image standardisation with tf.image.per_image_standardization's formula, or the training
   split's mean and std), with JAX's random numbers: the same distribution, not the same batches.
-  The random head and the initial weights are drawn by Keras' JAX random numbers, not TensorFlow's.
+  The random head and the initial weights are drawn by NumPy from the seed: those the TensorFlow
+  trainer draws for it.
 - `"net": "fixup_ref"` runs the independent JAX Fixup of experiments/stability/fixup_jax.py (its `Options`: the
   reference code's shortcut, padding, weight decay and momentum form) from the project's Fixup's
   initial weights.

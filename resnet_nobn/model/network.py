@@ -60,6 +60,7 @@ from keras import ops
 from resnet_nobn.config import SEED_MAX, ModelConfig, TrainConfig, resolve_head_seed
 from resnet_nobn.model.blocks import LeakyReLU, ResidualBlock, ScalarBias, ScalarGain
 from resnet_nobn.model.global_batch_norm import GlobalBatchNorm
+from resnet_nobn.model.initializers import SeededGlorotUniform, SeededNormal
 from resnet_nobn.model.standardize import Standardize
 from resnet_nobn.options import check_argument, is_integer, plain
 from resnet_nobn.schedule import StepSchedule
@@ -81,10 +82,12 @@ def residual_init_stddev(kernel_size, out_channels, init, num_blocks=1):
     return std, std
 
 
-def _conv(filters, kernel_size, stride, stddev, seed, name, weight_decay):
+def _conv(filters, kernel_size, stride, stddev, seed, stream, name, weight_decay):
+    """A conv whose kernel is N(0, stddev^2) drawn by NumPy from (seed, stream): the same kernel
+    on every backend (initializers.py)."""
     return layers.Conv2D(
         filters, kernel_size, strides=stride, padding="same", use_bias=False,
-        kernel_initializer=keras.initializers.RandomNormal(stddev=stddev, seed=seed), name=name,
+        kernel_initializer=SeededNormal(stddev, seed, stream), name=name,
         kernel_regularizer=weight_decay_of(weight_decay))
 
 
@@ -203,19 +206,20 @@ def build_model(cfg: ModelConfig, seed: int = 0,
 
     inputs = keras.Input((cfg.image_size, cfg.image_size, 3), name="images")
     stem_std = math.sqrt(2.0 / (cfg.stem_kernel ** 2 * cfg.stem_width))  # a standard conv: He init
-    x = _conv(cfg.stem_width, cfg.stem_kernel, cfg.stem_stride, stem_std, seed, "stem", wd)(inputs)
+    x = _conv(cfg.stem_width, cfg.stem_kernel, cfg.stem_stride, stem_std, seed, 0, "stem",
+              wd)(inputs)
     fixup = cfg.init == "fixup" and cfg.fixup_reference
     if fixup:  # Fixup's reference: `relu(conv1(x) + bias1)`
         x = LeakyReLU(cfg.relu_leakiness, name="stem_act")(ScalarBias(name="stem_bias")(x))
     in_ch = cfg.stem_width
-    layer_seed = seed * 10_000
+    stream = 0  # the conv's number: the stem 0, then C1 and C2 of each block in order
     branch_scale = {"fixup": 1.0, "skipinit": 0.0}.get(cfg.init)
     for s, (width, blocks, stride) in enumerate(zip(cfg.widths, cfg.blocks_per_stage, cfg.strides)):
         std1, std2 = residual_init_stddev(cfg.kernel_size, width, cfg.init, sum(cfg.blocks_per_stage))
         for b in range(blocks):
             name = f"stage{s + 1}_block{b + 1}"
             st = stride if b == 0 else 1
-            layer_seed += 2
+            stream += 2
             shortcut = (PoolPadShortcut(st, in_ch, width, name=name + "_shortcut")
                         if (st != 1 or in_ch != width) else None)
             norm1 = bn(name + "_bn1")
@@ -223,8 +227,8 @@ def build_model(cfg: ModelConfig, seed: int = 0,
                 x = LeakyReLU(cfg.relu_leakiness, name=name + "_preact")(norm1(x))
                 norm1 = None
             x = ResidualBlock(
-                _conv(width, cfg.kernel_size, st, std1, layer_seed, name + "_conv1", wd),
-                _conv(width, cfg.kernel_size, 1, std2, layer_seed + 1, name + "_conv2", wd),
+                _conv(width, cfg.kernel_size, st, std1, seed, stream - 1, name + "_conv1", wd),
+                _conv(width, cfg.kernel_size, 1, std2, seed, stream, name + "_conv2", wd),
                 shortcut=shortcut, norm1=norm1, norm2=bn(name + "_bn2"),
                 leakiness=cfg.relu_leakiness, branch_scale=branch_scale,
                 scalar_biases=cfg.init == "fixup", name=name)(x)
@@ -243,7 +247,7 @@ def build_model(cfg: ModelConfig, seed: int = 0,
         logits = RandomProjection(cfg.num_classes, resolve_head_seed(cfg.head_seed, seed),
                                   name="head")(x)
     else:  # Fixup also zero-initialises a trained classifier
-        init = ("zeros" if cfg.init == "fixup" else keras.initializers.GlorotUniform(seed=seed))
+        init = ("zeros" if cfg.init == "fixup" else SeededGlorotUniform(seed, stream + 1))
         logits = layers.Dense(cfg.num_classes, dtype="float32", name="head",
                               kernel_initializer=init)(x)
     return keras.Model(inputs, logits, name="resnet_nobn" if not batch_norm else "resnet_bn")
@@ -270,7 +274,8 @@ def custom_objects():
     ```
     """
     classes = (LeakyReLU, ResidualBlock, PoolPadShortcut, RandomProjection, GlobalBatchNorm,
-               ScalarBias, ScalarGain, Standardize, StepSchedule)
+               ScalarBias, ScalarGain, Standardize, StepSchedule, SeededNormal,
+               SeededGlorotUniform)
     return {keras.saving.get_registered_name(c): c for c in classes}
 
 

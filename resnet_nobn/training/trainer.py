@@ -24,7 +24,7 @@ from resnet_nobn.errors import UserError
 from resnet_nobn.files import atomic_write_json
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.training import (checkpoints, cluster, failures, profiling, provenance,
-                                  recovery, resume, rundir, steps, summaries)
+                                  recovery, resume, run_lines, rundir, steps, summaries)
 from resnet_nobn.training.results import Results
 
 
@@ -123,6 +123,10 @@ class Trainer:
         if cfg.eval_only:
             self.results.keep_history(lambda s: s != self.step)
             return self.evaluate_and_record(None, self.results.wall_before, None)
+        timed_at = run_lines.timed_at(cfg, self.step, self.loop_length)
+        if self.step < cfg.train_steps:  # before the first step: what the run will do
+            log(run_lines.plan_line(cfg, run_lines.train_images(cfg, self.input),
+                                    self.trainable_params, self.step, timed_at), self.chief)
         writers = self.open_summaries(restored)
         results, wall_before = None, self.results.wall_before
         if self.step > 0 and self.eval_due(self.step):  # interrupted before evaluating
@@ -143,7 +147,9 @@ class Trainer:
         while step < cfg.train_steps:
             n = self.loop_length(step)
             profiler.before(step)
+            t_loop = time.time()
             sums = self.train_loop(iterator, n)
+            loop_seconds = time.time() - t_loop
             step += n
             profiler.after(step)
             self.checkpoints.record_loss(sums["loss"] / n)
@@ -156,6 +162,8 @@ class Trainer:
                 self.log_progress(step, step - step_log, window, now - t_log, images_per_sec,
                                   writers)
                 t_log, step_log, window = now, step, dict.fromkeys(steps.LOOP_SUMS, 0.0)
+            if step == timed_at:
+                log(run_lines.estimate_line(cfg, step, n, loop_seconds), self.chief)
             if self.preemption:  # after the log step: its log is in the preemption checkpoint's
                 self.preemption.save_checkpoint_if_preempted()
             if step % cfg.checkpoint_every == 0 or step == cfg.train_steps:
