@@ -1,10 +1,10 @@
 """How a run that cannot go on is said: one line (a UserError) per fault; cleaning up what it
 leaves behind, and saying so, is the trainer's.
 
-Before the run: a --model_dir (or its ckpt/, train/, eval/) that is a symbolic link that loops
-or points to nothing (`check_links`). During it (`explain`): a full disk or an exhausted quota,
-wherever a write meets it (a checkpoint, TensorBoard's event files, results.json), named with the
-disk and the file; memory exhausted; a file system that refuses the write; a damaged shard of
+Before the run (`check_model_dir`): a --model_dir that is empty, a glob pattern or a file, or
+(it or its ckpt/, train/, eval/) a symbolic link that loops or points to nothing. During it
+(`explain`): a full disk or an exhausted quota, wherever a write meets it (a checkpoint,
+TensorBoard's event files, results.json), named with the disk and the file; memory exhausted; a file system that refuses the write; a damaged shard of
 the data; a peer worker gone.
 """
 import os
@@ -22,13 +22,22 @@ PEER_ERRORS = ("UnavailableError", "AbortedError", "CancelledError", "DeadlineEx
                "InternalError", "UnknownError")
 
 
-def check_links(model_dir):
-    """UserError if model_dir, or a directory a run writes into it, is a broken symbolic link."""
+def check_model_dir(model_dir):
+    """UserError if model_dir cannot hold a run: empty, a glob pattern to TensorFlow, a file, or
+    (it or a directory a run writes into it) a broken symbolic link."""
+    if not model_dir.strip():
+        raise UserError("--model_dir is empty; give the directory of the run")
+    if any(c in model_dir for c in "[]*?"):  # TensorFlow globs the checkpoint path on restore
+        raise UserError(f"--model_dir={model_dir} contains [, ], * or ?, which TensorFlow reads "
+                        "as a glob pattern (its checkpoints could never be restored); use a path "
+                        "without them (renaming the directory keeps its run)")
     for path, flag in [(model_dir, "--model_dir")] + [(os.path.join(model_dir, d), None)
                                                        for d in SUBDIRS]:
         said = broken_link(path, flag)
         if said:
             raise UserError(said)
+    if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+        raise UserError(f"--model_dir={model_dir} is a file, not a directory; give another path")
 
 
 def lower(cfg: TrainConfig, names=("batch_size", "blocks_per_stage", "widths")):

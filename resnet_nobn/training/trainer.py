@@ -417,7 +417,6 @@ class Trainer:
 
 def train(cfg: TrainConfig, strategy=None, plan=None):
     """Runs one configuration end to end; returns the results dict (None on non-chief workers).
-    `plan`: resume.decide's, where the caller read the run directory already (run/*.py).
 
     The chief holds model_dir's lock for the run, and refuses to start if the run directory
     changed after it was read (another process trained there until the lock was free).
@@ -430,7 +429,8 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     Args:
         cfg: TrainConfig. The run, with its `model_dir` (re-running it resumes from there).
         strategy: a `tf.distribute.Strategy`; default: as `cfg.strategy` says.
-        plan: the start `resume.decide` chose, where the caller read the run directory already.
+        plan: the start `resume.decide` chose, where the caller (run/*.py) read the run
+            directory already.
 
     Returns:
         The results dict, what results.json holds (None on a worker that is not the chief).
@@ -440,9 +440,8 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
     ```python
     import tempfile
     import resnet_nobn
-    config = resnet_nobn.recipes.cifar(
-        widths=(8, 16, 32), blocks_per_stage=1, stem_width=8, use_synthetic_data=True,
-        batch_size=8, train_steps=2, lr_boundaries=(), eval_steps=1,
+    config = resnet_nobn.recipes.cifar(widths=(8, 16, 32), blocks_per_stage=1, stem_width=8,
+        use_synthetic_data=True, batch_size=8, train_steps=2, lr_boundaries=(), eval_steps=1,
         model_dir=tempfile.mkdtemp() + "/run")
     results = resnet_nobn.train(config)
     ```
@@ -454,15 +453,7 @@ def train(cfg: TrainConfig, strategy=None, plan=None):
         raise UserError(f"train runs on TensorFlow, and Keras' backend is "
                         f"{keras.backend.backend()}: set KERAS_BACKEND=tensorflow before Keras "
                         "loads (the network alone runs on any backend: docs/backends.md)")
-    if not cfg.model_dir.strip():
-        raise UserError("--model_dir is empty; give the directory of the run")
-    if any(c in cfg.model_dir for c in "[]*?"):  # TensorFlow globs the checkpoint path on restore
-        raise UserError(f"--model_dir={cfg.model_dir} contains [, ], * or ?, which TensorFlow reads "
-                        "as a glob pattern (its checkpoints could never be restored); use a path "
-                        "without them (renaming the directory keeps its run)")
-    failures.check_links(cfg.model_dir)
-    if os.path.exists(cfg.model_dir) and not os.path.isdir(cfg.model_dir):
-        raise UserError(f"--model_dir={cfg.model_dir} is a file, not a directory; give another path")
+    failures.check_model_dir(cfg.model_dir)
     new = not os.path.exists(cfg.model_dir)
     trainer = None
     try:
