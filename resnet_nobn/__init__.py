@@ -21,6 +21,8 @@ model.keras loads with the project's Keras classes given by name:
                                     custom_objects=resnet_nobn.custom_objects())
 """
 import importlib as _importlib
+import importlib.util as _importlib_util
+import sys as _sys
 
 # name -> (module, attribute; None: the module itself), imported when the name is first used
 _PUBLIC = {
@@ -33,8 +35,41 @@ _PUBLIC = {
     "Standardize": ("resnet_nobn.model.standardize", "Standardize"),
     "StepSchedule": ("resnet_nobn.schedule", "StepSchedule"),
     "train": ("resnet_nobn.training.trainer", "train"),
+    "ImageClassifier": ("resnet_nobn.model.classifier", "ImageClassifier"),
+    "load_dataset": ("resnet_nobn.data.library_input", "load_dataset"),
 }
 __all__ = sorted(_PUBLIC)
+
+
+class _RegisterWithKeras:
+    """Keras' registry of classes by name, filled with the project's as Keras loads: a saved
+    model.keras then loads after `import resnet_nobn` alone (Keras imports no module of ours to
+    find them), and `import resnet_nobn` still loads no Keras. A finder on sys.meta_path that
+    answers only for `keras`, once, with its own spec whose loader, having run Keras, imports
+    resnet_nobn.model (which registers every class); unless a module of ours is what is
+    importing Keras (resnet_nobn.model underway registers them itself)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "keras":
+            return None
+        _sys.meta_path.remove(self)
+        spec = _importlib_util.find_spec("keras")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run_keras = spec.loader.exec_module
+
+        def exec_module(module):
+            run_keras(module)
+            if "resnet_nobn.model" not in _sys.modules:
+                _importlib.import_module("resnet_nobn.model")
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "keras" in _sys.modules:
+    _importlib.import_module("resnet_nobn.model")  # Keras is loaded already: register now
+else:
+    _sys.meta_path.insert(0, _RegisterWithKeras())
 
 
 def __getattr__(name):
