@@ -8,17 +8,19 @@ The library (docs/library.md):
     model.compile(optimizer=resnet_nobn.recipes.optimizer(), ...)  # SGD, momentum, schedule
 
 `ModelConfig`, `TrainConfig` (resnet_nobn/config.py), `recipes` (the paper's CIFAR and ImageNet
-settings), `build_model(config, seed=0, weight_decay=1e-4)`, `Standardize` (the input's
+settings), `ImageClassifier` (the network with its preprocessing: raw pixels in, compiled with the
+recipe), `load_dataset(name, split)` (the command line's input as a tf.data.Dataset of raw
+pixels), `build_model(config, seed=0, weight_decay=1e-4)`, `Standardize` (the input's
 standardisation, a Keras layer), `train(train_config)` (the command line's trainer; returns
 what results.json holds) and `custom_objects()` (for keras.saving.load_model). Importing the
 package loads nothing else; each name loads its module when first used, so `import
 resnet_nobn` loads no TensorFlow and the entry points (run/) check their command line before
-TensorFlow loads. The modules, by floor, are listed in docs/architecture.md. An exported
-model.keras loads with the project's Keras classes given by name:
+TensorFlow loads. The modules, by floor, are listed in docs/architecture.md. Importing the
+package registers the project's Keras classes as soon as Keras loads (`_RegisterWithKeras`), so a
+saved model.keras loads without custom_objects:
 
     import keras, resnet_nobn
-    model = keras.saving.load_model("EXPORT_DIR/model.keras",
-                                    custom_objects=resnet_nobn.custom_objects())
+    model = keras.saving.load_model("EXPORT_DIR/model.keras")
 """
 import importlib as _importlib
 import importlib.util as _importlib_util
