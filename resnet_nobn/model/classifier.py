@@ -117,6 +117,8 @@ class ImageClassifier(keras.Model):
             compiled with (default: `resnet_nobn.recipes.cifar()`).
         seed: the seed of the network's initial weights (`build_model`'s).
         mean, std: per-channel standardisation (pixel units, 0..255) instead of per image.
+        compile: whether to compile it now (keras-hub's tasks' argument); False for a model
+            only to predict or to save without an optimizer (an export's model.keras).
         **kwargs: `keras.Model`'s, e.g. `name`.
 
     Returns:
@@ -136,7 +138,7 @@ class ImageClassifier(keras.Model):
     """
 
     def __init__(self, config=None, dataset="cifar10", recipe=None, seed=0, mean=None, std=None,
-                 **kwargs):
+                 compile=True, **kwargs):
         config = _model_config(config, dataset)
         recipe = recipes.cifar() if recipe is None else recipe
         if not isinstance(recipe, TrainConfig):
@@ -148,7 +150,8 @@ class ImageClassifier(keras.Model):
             ToNetwork(config.image_size, name="to_network")(images))
         super().__init__(images, network(standardized), **kwargs)
         self.config, self.dataset, self.recipe, self.seed = config, dataset, recipe, seed
-        self.compile()
+        if compile:
+            self.compile()
 
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
         """Compiles the model; "auto" is the recipe's (`recipes.optimizer(recipe)`, sparse
@@ -247,4 +250,5 @@ class ImageClassifier(keras.Model):
         config = dict(config)
         config["config"] = ModelConfig(**config["config"])
         config["recipe"] = TrainConfig.from_json(config["recipe"])
-        return cls(**config)
+        # compiled as saved (`compile_from_config`), or not at all where it was saved uncompiled
+        return cls(**config, compile=False)
