@@ -23,7 +23,6 @@ saved model.keras loads without custom_objects:
     model = keras.saving.load_model("EXPORT_DIR/model.keras")
 """
 import importlib as _importlib
-import importlib.util as _importlib_util
 import sys as _sys
 
 # name -> (module, attribute; None: the module itself), imported when the name is first used
@@ -46,26 +45,41 @@ __all__ = sorted(_PUBLIC)
 class _RegisterWithKeras:
     """Keras' registry of classes by name, filled with the project's as Keras loads: a saved
     model.keras then loads after `import resnet_nobn` alone (Keras imports no module of ours to
-    find them), and `import resnet_nobn` still loads no Keras. A finder on sys.meta_path that
-    answers only for `keras`, once, with its own spec whose loader, having run Keras, imports
-    resnet_nobn.model (which registers every class); unless a module of ours is what is
-    importing Keras (resnet_nobn.model underway registers them itself)."""
+    find them), and `import resnet_nobn` still loads no Keras. A finder on sys.meta_path, armed
+    until it has registered them: the specs of `keras` and of our modules, which the other
+    finders give, get a loader that, having run the module, imports resnet_nobn.model (which
+    registers every class) once Keras is loaded. Where a module resnet_nobn.model needs is still
+    loading (resnet_nobn.schedule importing Keras), it waits for the next of ours to load."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "keras":
+        if fullname != "keras" and not fullname.startswith("resnet_nobn."):
             return None
-        _sys.meta_path.remove(self)
-        spec = _importlib_util.find_spec("keras")
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run_keras = spec.loader.exec_module
-
-        def exec_module(module):
-            run_keras(module)
-            if "resnet_nobn.model" not in _sys.modules:
-                _importlib.import_module("resnet_nobn.model")
-        spec.loader.exec_module = exec_module
+        for finder in _sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = None if finder is self or find is None else find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        run = getattr(spec.loader, "exec_module", None)
+        if run is not None:
+            def exec_module(module):
+                run(module)
+                _register_with_keras()
+            spec.loader.exec_module = exec_module
         return spec
+
+
+def _register_with_keras():
+    """Registers the project's Keras classes if Keras is loaded (`_RegisterWithKeras`)."""
+    if "keras" not in _sys.modules:
+        return
+    if "resnet_nobn.model" not in _sys.modules:
+        try:
+            _importlib.import_module("resnet_nobn.model")
+        except ImportError:  # a module it needs is mid-import: again when the next of ours loads
+            return
+    _sys.meta_path[:] = [f for f in _sys.meta_path if not isinstance(f, _RegisterWithKeras)]
 
 
 if "keras" in _sys.modules:
