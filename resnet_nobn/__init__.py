@@ -23,6 +23,7 @@ saved model.keras loads without custom_objects:
     model = keras.saving.load_model("EXPORT_DIR/model.keras")
 """
 import importlib as _importlib
+import importlib.machinery as _machinery
 import sys as _sys
 
 # name -> (module, attribute; None: the module itself), imported when the name is first used
@@ -47,9 +48,10 @@ class _RegisterWithKeras:
     model.keras then loads after `import resnet_nobn` alone (Keras imports no module of ours to
     find them), and `import resnet_nobn` still loads no Keras. A finder on sys.meta_path, armed
     until it has registered them: the specs of `keras` and of our modules, which the other
-    finders give, get a loader that, having run the module, imports resnet_nobn.model (which
-    registers every class) once Keras is loaded. Where a module resnet_nobn.model needs is still
-    loading (resnet_nobn.schedule importing Keras), it waits for the next of ours to load."""
+    finders give, have their loader (a file's, one per module) import resnet_nobn.model, which
+    registers every class, after running the module, once Keras is loaded. Where a module
+    resnet_nobn.model needs is still loading (resnet_nobn.schedule importing Keras), it waits
+    for the next of ours to load. Registered, it takes itself off sys.meta_path."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "keras" and not fullname.startswith("resnet_nobn."):
@@ -61,8 +63,9 @@ class _RegisterWithKeras:
                 break
         else:
             return None
-        run = getattr(spec.loader, "exec_module", None)
-        if run is not None:
+        if isinstance(spec.loader, (_machinery.SourceFileLoader, _machinery.SourcelessFileLoader)):
+            run = spec.loader.exec_module
+
             def exec_module(module):
                 run(module)
                 _register_with_keras()
