@@ -160,6 +160,9 @@ def test_missing_data_says_how_to_prepare_it(tmp_path):
     from resnet_nobn.errors import UserError
     with pytest.raises(UserError, match=r"no prepared cifar10 in --data_dir=.*run/prepare_data\.py"):
         resnet_nobn.load_dataset("cifar10", data_dir=str(tmp_path))
+    with pytest.raises(UserError, match=r"imagenet2012 is not prepared in .* ILSVRC2012_img_train"
+                                        r"\.tar and ILSVRC2012_img_val\.tar are missing"):
+        resnet_nobn.load_dataset("imagenet2012", "test", data_dir=str(tmp_path))
     with pytest.raises(UserError, match=r"does not exist; give the folder holding ROOT/train"):
         resnet_nobn.load_dataset("image_folder", data_dir=str(tmp_path / "nothing"))
 
