@@ -179,3 +179,22 @@ def test_the_classifier_names_a_bad_argument():
     with pytest.raises(ValueError, match=r"40x40 images are larger than the network's 32x32; "
                                          r"resize them"):
         _tiny("cifar10").predict(np.zeros((1, 40, 40, 3), "uint8"), verbose=0)
+
+
+def test_an_image_folder_is_read_as_a_run_reads_it(tmp_path):
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    for split in ("train", "test"):
+        for label in ("cat", "dog"):
+            (tmp_path / split / label).mkdir(parents=True)
+            for i in range(2):  # one of the network's size, one resized to it
+                size = (32, 32) if i else (40, 24)
+                Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(
+                    tmp_path / split / label / f"{i}.png")
+    ds = resnet_nobn.load_dataset("image_folder", "test", batch_size=3, data_dir=str(tmp_path))
+    (x1, y1), (x2, y2) = ds.as_numpy_iterator()
+    assert x1.shape == (3, 32, 32, 3) and x2.shape == (1, 32, 32, 3) and x1.dtype == np.uint8
+    assert ds.class_names == ("cat", "dog") and ds.num_examples == 4
+    assert sorted([*y1, *y2]) == [0, 0, 1, 1]
+    first = np.asarray(Image.open(tmp_path / "test" / "cat" / "1.png"))
+    assert any((first == x).all() for x in [*x1, *x2])  # pixels as they are, not standardised
