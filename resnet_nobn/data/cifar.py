@@ -26,7 +26,7 @@ import tensorflow as tf
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data import prepare, standardization, tfds_dir
 from resnet_nobn.data.pipeline import Input, batch_and_prefetch, num_batches, pipeline_part
-from resnet_nobn.data.datasets import DATASETS, DatasetInfo
+from resnet_nobn.data.datasets import DATASETS, DatasetInfo, network_padding
 from resnet_nobn.errors import UserError
 
 
@@ -64,10 +64,13 @@ def load_split(builder, split, info: DatasetInfo = None):
 def to_network(images, info: DatasetInfo):
     """uint8 images (one, or a batch) as dataset `info` holds them (`info.stored`) as the network
     takes them, image_size x image_size x 3: zero-padded evenly on each side (Fashion-MNIST's 28x28:
-    2 pixels a side) and a grey channel copied to three. CIFAR's pass unchanged."""
+    2 pixels a side: `datasets.network_padding`) and a grey channel copied to three. CIFAR's pass
+    unchanged. resnet_nobn.ImageClassifier applies the same rule inside the model."""
     size = info.image_size
     if info.stored != (size, size, 3):
-        images = tf.image.resize_with_crop_or_pad(images, size, size)  # pads: stored <= size
+        (top, bottom), (left, right) = network_padding(*info.stored[:2], size)
+        images = tf.pad(images, [[0, 0]] * (len(images.shape) - 3)
+                        + [[top, bottom], [left, right], [0, 0]])
         if info.stored[-1] == 1:
             images = tf.image.grayscale_to_rgb(images)
     return images

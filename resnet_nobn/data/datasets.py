@@ -79,6 +79,22 @@ DATASETS = {d.name: d for d in (
                 num_eval=None, recipe="cifar", stored=(32, 32, 3), folder=True))}
 
 
+def network_padding(height, width, size):
+    """The zero rows and columns that make a height x width image the network's size x size, as
+    ((top, bottom), (left, right)): even on both sides, the odd one at the bottom or right (as
+    `tf.image.resize_with_crop_or_pad` pads; Fashion-MNIST's 28x28: 2 a side). The one rule of
+    the input pipeline (resnet_nobn/data/cifar.py `to_network`) and of the model that takes raw
+    images (resnet_nobn/model/classifier.py); a grey image's value goes to all 3 channels in
+    both. ValueError for an image larger than size x size (resize it first). `height` and
+    `width` may be tensors (a graph's unknown sizes): the same arithmetic, unchecked."""
+    known = all(isinstance(d, int) for d in (height, width))
+    if known and (height > size or width > size):
+        raise ValueError(f"{height}x{width} images are larger than the network's {size}x{size}; "
+                         f"resize them to {size}x{size} first (e.g. keras.layers.Resizing)")
+    top, left = (size - height) // 2, (size - width) // 2
+    return (top, size - height - top), (left, size - width - left)
+
+
 def tfds_names():
     """The datasets read through tfds (all but `image_folder`): what run/prepare_data.py prepares."""
     return tuple(name for name, d in DATASETS.items() if not d.folder)

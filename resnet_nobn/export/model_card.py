@@ -15,9 +15,8 @@ from resnet_nobn.export.serving import TOP_K, input_spec
 from resnet_nobn.training import provenance, rundir
 
 # How to load model.keras: given in the model card and in docs/training.md.
-LOAD_KERAS = ("```python", "import keras", "from resnet_nobn.model import custom_objects",
-              f'model = keras.saving.load_model("EXPORT_DIR/{KERAS}", '
-              'custom_objects=custom_objects())', "```")
+LOAD_KERAS = ("```python", "import keras, resnet_nobn  # resnet_nobn registers its Keras classes",
+              f'model = keras.saving.load_model("EXPORT_DIR/{KERAS}")', "```")
 
 
 def run_flags(cfg: TrainConfig):
@@ -173,8 +172,13 @@ def model_card(cfg: TrainConfig, step, skipped, note, results, names_from, expor
         f"evaluation preprocessing, inside the graph); returns `logits` and `probabilities` "
         f"[N, {m.num_classes}] and `classes` [N, {min(TOP_K, m.num_classes)}] (top-"
         f"{min(TOP_K, m.num_classes)} indices, best first). `tf.saved_model.load` alone loads it.",
-        "- `model.keras`: the Keras model; it takes preprocessed float images and returns "
-        "logits. With this repository on `sys.path` (EXPORT_DIR: this directory):",
+        ("- `model.keras`: the Keras model (`resnet_nobn.ImageClassifier`); it takes the "
+         "`images` the SavedModel takes, uint8 or float 0..255, with the same preprocessing "
+         "inside, and returns logits." if info.pixels else
+         "- `model.keras`: the Keras network; it takes images preprocessed as evaluation does "
+         f"(decoded, cropped, normalised: float [N, {m.image_size}, {m.image_size}, 3]) and "
+         "returns logits.")
+        + " With this repository on `sys.path` (EXPORT_DIR: this directory):",
         "",
         *LOAD_KERAS,
         "",

@@ -5,7 +5,9 @@ and predicting: resnet_nobn/export/predict.py; the model card: resnet_nobn/expor
 not at all (built in a temporary directory beside it, then renamed into place): saved_model/ (a
 SavedModel whose `serving_default` takes images as a user has them, with the run's evaluation
 preprocessing inside the graph, `serving_archive`; it loads with `tf.saved_model.load` alone),
-model.keras (the Keras model: preprocessed float images in, logits out), model_card.md,
+model.keras (`keras_model`: for a dataset of pixels, resnet_nobn.ImageClassifier, raw pixels in
+as the SavedModel takes them, the run's standardisation inside, logits out; ImageNet's, the bare
+network of preprocessed float images), model_card.md,
 labels.txt (the tfds label names, class i on line i + 1) and export.json (the dataset, its
 input, image size, step, and the `digest` of saved_model/ with that description, checked when
 the export is read).
@@ -27,6 +29,7 @@ import tempfile
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.data.datasets import DATASETS
+from resnet_nobn.data.standardization import DATASET
 from resnet_nobn.errors import UserError, broken_link, disk_full, first_line
 from resnet_nobn.export.layout import CARD, GLOB, KERAS, LABELS, META, SAVED_MODEL, WRITTEN, digest
 from resnet_nobn.export.model_card import model_card
@@ -226,6 +229,26 @@ def unusable_results(run):
     return f"is not a run's results ({why})" if why else None
 
 
+def keras_model(model, cfg: TrainConfig, standardize):
+    """What the export's model.keras holds: for a dataset of pixels (DatasetInfo.pixels: the CIFAR
+    recipe's, an image folder) the run's `resnet_nobn.ImageClassifier` with the trained weights
+    of `model`: raw pixels in, as the library's models and the SavedModel take them (Fashion-
+    MNIST's 28x28 grey padded inside), the run's `standardize` inside, logits out; saved uncompiled
+    (no optimizer state: it loads uncompiled, and `model.compile()` gives the run's recipe).
+    ImageNet's is
+    `model` itself, the bare network: images preprocessed as its evaluation does (decoded,
+    cropped, normalised) in."""
+    if not DATASETS[cfg.dataset].pixels:
+        return model
+    from resnet_nobn.model.classifier import ImageClassifier
+    moments = ((standardize.mean, standardize.std) if standardize.mode == DATASET
+               else (None, None))
+    classifier = ImageClassifier(cfg.model, dataset=cfg.dataset, recipe=cfg, seed=cfg.seed,
+                                 mean=moments[0], std=moments[1], compile=False)
+    classifier.get_layer(model.name).set_weights(model.get_weights())
+    return classifier
+
+
 def _write(tmp, model, cfg, step, skipped, note, run, export_dir, chosen, unusable=None):
     import keras
 
@@ -235,7 +258,7 @@ def _write(tmp, model, cfg, step, skipped, note, run, export_dir, chosen, unusab
     standardize = run_standardization(cfg, results)
     serving_archive(model, cfg, standardize).write_out(os.path.join(tmp, SAVED_MODEL),
                                                        verbose=False)
-    model.save(os.path.join(tmp, KERAS))
+    keras_model(model, cfg, standardize).save(os.path.join(tmp, KERAS))
     with open(os.path.join(tmp, LABELS), "w", encoding="utf-8") as f:
         f.write("".join(f"{n}\n" for n in names))
     info = DATASETS[cfg.dataset]  # the served images: as the dataset holds them

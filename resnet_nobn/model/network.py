@@ -157,7 +157,8 @@ class RandomProjection(layers.Layer):
 
 
 def build_model(cfg: ModelConfig, seed: int = 0,
-                weight_decay: float = TrainConfig.weight_decay) -> keras.Model:
+                weight_decay: float = TrainConfig.weight_decay,
+                include_top: bool = True) -> keras.Model:
     """Builds the network of Table 1 (or its ImageNet / ablation / BN variants) from `cfg`.
 
     `seed` seeds the conv initialisers; `cfg.head_seed` (default: `seed`) seeds the random
@@ -167,15 +168,19 @@ def build_model(cfg: ModelConfig, seed: int = 0,
     The input is standardised images (`resnet_nobn.Standardize` in front of it:
     model/standardize.py). A numpy integer seed is taken as its int. A `cfg` that is no
     ModelConfig, or a seed that is no integer, is a TypeError; a seed or weight decay
-    TrainConfig would refuse is a ConfigError in its words.
+    TrainConfig would refuse is a ConfigError in its words. `include_top=False` (as
+    tf.keras.applications'): the network without its head, a feature extractor whose output is
+    the pooled features [N, cfg.widths[-1]], its layers named as the whole network's.
 
     Args:
         cfg: ModelConfig. The architecture (of a TrainConfig: its `.model`).
         seed: int. Seed of the initialisers, in [0, 2**32 - 1].
         weight_decay: float. L2 weight decay of every conv kernel, at least 0.
+        include_top: bool. False: the network without its head (the pooled features).
 
     Returns:
-        A `keras.Model` from standardised images [N, size, size, 3] to logits [N, classes].
+        A `keras.Model` from standardised images [N, size, size, 3] to logits [N, classes]
+        (`include_top=False`: to the pooled features [N, cfg.widths[-1]]).
 
     Example:
 
@@ -239,6 +244,8 @@ def build_model(cfg: ModelConfig, seed: int = 0,
         x = bn("final_bn")(x)
     x = LeakyReLU(cfg.relu_leakiness, name="final_act")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
+    if not include_top:
+        return keras.Model(inputs, x, name="resnet_nobn_features")
     if fixup:  # Fixup's reference: `fc(x + bias2)`
         x = ScalarBias(name="classifier_bias")(x)
     if cfg.logit_gain:  # one trainable scale just before the head: BN's last scale, without BN

@@ -51,11 +51,10 @@ assert "resnet_nobn" not in sys.modules
 sys.meta_path.remove(sys.meta_path[0])
 saved_top1 = float(np.mean(out["classes"].numpy()[:, 0] != data["labels"]))
 sys.path.insert(0, root)
-import keras
-from resnet_nobn.model import custom_objects
-from resnet_nobn.data.cifar import standardize
-model = keras.saving.load_model(export_dir + "/model.keras", custom_objects=custom_objects())
-logits = np.asarray(model(standardize(data["images"])))
+import keras, resnet_nobn  # as the model card loads it: no custom_objects
+model = keras.saving.load_model(export_dir + "/model.keras")
+assert type(model).__name__ == "ImageClassifier", type(model)
+logits = np.asarray(model(data["images"]))  # raw pixels, as the SavedModel takes them
 keras_top1 = float(np.mean(logits.argmax(1) != data["labels"]))
 print(json.dumps(dict(saved_model=saved_top1, keras=keras_top1,
                       saved_logits=out["logits"].numpy().tolist(), keras_logits=logits.tolist(),
