@@ -81,9 +81,83 @@ def _cli(script, args):
 
 
 def run_cli(script, *args, timeout=240):
-    """Runs `python run/<script> args`; returns the CompletedProcess."""
+    """Runs `python run/<script> args`; returns the CompletedProcess. For a contract of the process
+    itself (signals, a fresh interpreter, its start-up lines, importing no TensorFlow); a test of
+    what the program does takes `run_main`, which costs no TensorFlow import."""
     argv, env = _cli(script, args)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+_FLAG_STATE = ("__flags", "__hiddenflags", "__flags_by_module", "__flags_by_module_id",
+               "__key_flags_by_module")
+
+
+def run_main(script, *args, env=None, timeout=None):
+    """Runs run/<script> with `args` in this process, as `python run/<script> args` would run it
+    (its module executed as __main__, absl's flags parsed from argv, its exit status from
+    SystemExit, an uncaught exception its traceback on stderr and status 1); returns a
+    CompletedProcess of (argv, exit status, stdout, stderr), file descriptors 1 and 2 captured
+    too. `env`: variables set for the call. Afterwards absl's flags, the environment, sys.argv,
+    sys.path and the signal handlers are as they were, so that the next call defines its
+    entry point's flags again. `timeout` is run_cli's, unused (the test's own timeout holds)."""
+    import contextlib
+    import io
+    import runpy
+    import signal
+    import tempfile
+    import traceback
+
+    from absl import flags
+    path = os.path.join(ROOT, "run", script)
+    state = flags.FLAGS.__dict__
+    saved_flags = {k: (state[k].copy() if k in ("__flags", "__hiddenflags") else
+                       {m: list(v) for m, v in state[k].items()}) for k in _FLAG_STATE}
+    saved_env, saved_argv, saved_path = dict(os.environ), sys.argv, list(sys.path)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    sys.stdout.flush(), sys.stderr.flush()
+    saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
+    status = 0
+    try:
+        os.environ.update(env or {})
+        sys.path.insert(0, os.path.dirname(path))  # run/, as `python run/x.py` has it
+        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
+        sys.stdout, sys.stderr = (
+            io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
+                             line_buffering=True, write_through=True) for fd in (1, 2))
+        sys.argv = [path, *args]
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            status = 130
+        except Exception:  # noqa: BLE001  (as the interpreter: the traceback and status 1)
+            traceback.print_exc()
+            status = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush(), sys.stderr.flush()
+        sys.stdout, sys.stderr = saved_streams
+        for fd, saved in zip((1, 2), saved_fds):
+            os.dup2(saved, fd)
+            os.close(saved)
+        flags.FLAGS.unparse_flags()
+        state.update(saved_flags)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    said = []
+    for f in (out, err):
+        f.seek(0)
+        said.append(f.read().decode("utf-8", "replace"))
+        f.close()
+    return subprocess.CompletedProcess([path, *args], status, *said)
 
 
 _FLAG_CHECKS = r"""
