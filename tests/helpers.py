@@ -89,7 +89,18 @@ def run_cli(script, *args, timeout=240):
 
 
 _FLAG_STATE = ("__flags", "__hiddenflags", "__flags_by_module", "__flags_by_module_id",
-               "__key_flags_by_module")
+               "__key_flags_by_module", "__flags_parsed", "__unparse_flags_called")
+_OUTSIDE = []  # absl's flags before the outermost run_main: a nested one starts from them
+
+
+def _flag_state(state=None):
+    """A copy of absl's registry of flags (which are defined, by which module, parsed or not), or
+    of `state`, such a copy."""
+    from absl import flags
+    state = flags.FLAGS.__dict__ if state is None else state
+    return {k: (state[k] if isinstance(state[k], bool) else state[k].copy()
+                if k in ("__flags", "__hiddenflags") else
+                {m: list(v) for m, v in state[k].items()}) for k in _FLAG_STATE}
 
 
 def run_main(script, *args, env=None, timeout=None):
@@ -109,9 +120,11 @@ def run_main(script, *args, env=None, timeout=None):
 
     from absl import flags
     path = os.path.join(ROOT, "run", script)
-    state = flags.FLAGS.__dict__
-    saved_flags = {k: (state[k].copy() if k in ("__flags", "__hiddenflags") else
-                       {m: list(v) for m, v in state[k].items()}) for k in _FLAG_STATE}
+    saved_flags = _flag_state()
+    if not _OUTSIDE:
+        _OUTSIDE.append(saved_flags)
+    else:  # inside another entry point (a study's run): only the flags from outside them all
+        flags.FLAGS.__dict__.update(_flag_state(_OUTSIDE[0]))
     saved_env, saved_argv, saved_path = dict(os.environ), sys.argv, list(sys.path)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
@@ -146,7 +159,9 @@ def run_main(script, *args, env=None, timeout=None):
             os.dup2(saved, fd)
             os.close(saved)
         flags.FLAGS.unparse_flags()
-        state.update(saved_flags)
+        flags.FLAGS.__dict__.update(saved_flags)
+        if _OUTSIDE and _OUTSIDE[0] is saved_flags:
+            _OUTSIDE.clear()
         os.environ.clear()
         os.environ.update(saved_env)
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -181,6 +196,26 @@ for args in cases:
     said.append([status, err.getvalue()])
 print(json.dumps(said))
 """
+
+
+def study_runs_in_process(monkeypatch):
+    """The runs of a study (resnet_nobn.study.launcher: one subprocess of the training entry point
+    each) run in this process by `run_main` from now until monkeypatch.undo(), their stdout and
+    stderr written to the run's train.log as the subprocess writes them: for a test of what the
+    study does with its runs' outcomes, not of the processes themselves (a study killed, a run's
+    --run_timeout: their own processes)."""
+    import types
+
+    from resnet_nobn.study import launcher
+
+    def run(cmd, stdout=None, timeout=None, **_):
+        proc = run_main(os.path.basename(cmd[1]), *cmd[2:])
+        stdout.write(proc.stdout + proc.stderr)
+        stdout.flush()
+        return subprocess.CompletedProcess(cmd, proc.returncode)
+    monkeypatch.setattr(launcher, "subprocess", types.SimpleNamespace(
+        run=run, DEVNULL=subprocess.DEVNULL, STDOUT=subprocess.STDOUT,
+        TimeoutExpired=subprocess.TimeoutExpired))
 
 
 def flag_errors(script, cases, env=None):
