@@ -14,19 +14,6 @@ import pytest
 
 from tests.helpers import ROOT, run_main, write_cifar10
 
-# Runs run/prepare_data.py as `python run/prepare_data.py ARGS` would, with tfds' download replaced
-# by a directory that holds what the CIFAR tarball extracts to.
-_FAKE_DOWNLOAD = """
-import os, runpy, sys
-import tensorflow_datasets as tfds
-extracted = sys.argv.pop(1)
-tfds.download.DownloadManager.download_and_extract = lambda self, url: extracted
-script = os.path.join({root!r}, "run", "prepare_data.py")
-sys.argv[0] = script
-sys.path.insert(0, os.path.dirname(script))
-runpy.run_path(script, run_name="__main__")
-"""
-
 
 def _env(**extra):
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **extra)
@@ -58,12 +45,14 @@ def _one_error_line(proc):
 
 
 @pytest.mark.slow
-def test_prepare_data_prepares_cifar100_that_training_reads(tmp_path):
+def test_prepare_data_prepares_cifar100_that_training_reads(tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
     fake = _fake_cifar100(tmp_path / "extracted", n_train=30, n_test=10)
     data_dir = tmp_path / "new" / "tfds"  # created by the command
-    command = [sys.executable, "-c", _FAKE_DOWNLOAD.format(root=ROOT), str(tmp_path / "extracted"),
-               "--dataset=cifar100", f"--data_dir={data_dir}"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=240, env=_env())
+    monkeypatch.setattr(tfds.download.DownloadManager, "download_and_extract",
+                        lambda self, url: str(tmp_path / "extracted"))
+    command = ["--dataset=cifar100", f"--data_dir={data_dir}"]
+    proc = run_main("prepare_data.py", *command)
     assert proc.returncode == 0, proc.stderr
     assert "cifar100 is prepared in" in proc.stdout and "train 30" in proc.stdout, proc.stdout
     assert f"python run/cifar_train.py --dataset=cifar100 --data_dir={data_dir}" in proc.stdout
@@ -75,7 +64,7 @@ def test_prepare_data_prepares_cifar100_that_training_reads(tmp_path):
         got = np.argsort([np.asarray(im).tobytes() for im in images])
         np.testing.assert_array_equal(images[got], fake[split][0][order])
         np.testing.assert_array_equal(labels[got], fake[split][1][order])
-    again = subprocess.run(command, capture_output=True, text=True, timeout=240, env=_env())
+    again = run_main("prepare_data.py", *command)
     assert again.returncode == 0 and "already prepared" in again.stdout, again.stderr
 
 
