@@ -5,7 +5,9 @@ import os
 import shutil
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The entry points' own default (run/_start.py): one run in process (tests.helpers.run_main) logs
+# what it logs in its own process.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 

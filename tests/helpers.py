@@ -81,9 +81,98 @@ def _cli(script, args):
 
 
 def run_cli(script, *args, timeout=240):
-    """Runs `python run/<script> args`; returns the CompletedProcess."""
+    """Runs `python run/<script> args`; returns the CompletedProcess. For a contract of the process
+    itself (signals, a fresh interpreter, its start-up lines, importing no TensorFlow); a test of
+    what the program does takes `run_main`, which costs no TensorFlow import."""
     argv, env = _cli(script, args)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+_FLAG_STATE = ("__flags", "__hiddenflags", "__flags_by_module", "__flags_by_module_id",
+               "__key_flags_by_module", "__flags_parsed", "__unparse_flags_called")
+_OUTSIDE = []  # absl's flags before the outermost run_main: a nested one starts from them
+
+
+def _flag_state(state=None):
+    """A copy of absl's registry of flags (which are defined, by which module, parsed or not), or
+    of `state`, such a copy."""
+    from absl import flags
+    state = flags.FLAGS.__dict__ if state is None else state
+    return {k: (state[k] if isinstance(state[k], bool) else state[k].copy()
+                if k in ("__flags", "__hiddenflags") else
+                {m: list(v) for m, v in state[k].items()}) for k in _FLAG_STATE}
+
+
+def run_main(script, *args, env=None, timeout=None):
+    """Runs run/<script> with `args` in this process, as `python run/<script> args` would run it
+    (its module executed as __main__, absl's flags parsed from argv, its exit status from
+    SystemExit, an uncaught exception its traceback on stderr and status 1); returns a
+    CompletedProcess of (argv, exit status, stdout, stderr), file descriptors 1 and 2 captured
+    too. `env`: variables set for the call. Afterwards absl's flags, the environment, sys.argv,
+    sys.path and the signal handlers are as they were, so that the next call defines its
+    entry point's flags again. `timeout` is run_cli's, unused (the test's own timeout holds)."""
+    import contextlib
+    import io
+    import runpy
+    import signal
+    import tempfile
+    import traceback
+
+    from absl import flags
+    path = os.path.join(ROOT, "run", script)
+    saved_flags = _flag_state()
+    if not _OUTSIDE:
+        _OUTSIDE.append(saved_flags)
+    else:  # inside another entry point (a study's run): only the flags from outside them all
+        flags.FLAGS.__dict__.update(_flag_state(_OUTSIDE[0]))
+    saved_env, saved_argv, saved_path = dict(os.environ), sys.argv, list(sys.path)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    sys.stdout.flush(), sys.stderr.flush()
+    saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
+    status = 0
+    try:
+        os.environ.update(env or {})
+        sys.path.insert(0, os.path.dirname(path))  # run/, as `python run/x.py` has it
+        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
+        sys.stdout, sys.stderr = (
+            io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
+                             line_buffering=True, write_through=True) for fd in (1, 2))
+        sys.argv = [path, *args]
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            status = 130
+        except Exception:  # noqa: BLE001  (as the interpreter: the traceback and status 1)
+            traceback.print_exc()
+            status = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush(), sys.stderr.flush()
+        sys.stdout, sys.stderr = saved_streams
+        for fd, saved in zip((1, 2), saved_fds):
+            os.dup2(saved, fd)
+            os.close(saved)
+        flags.FLAGS.unparse_flags()
+        flags.FLAGS.__dict__.update(saved_flags)
+        if _OUTSIDE and _OUTSIDE[0] is saved_flags:
+            _OUTSIDE.clear()
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    said = []
+    for f in (out, err):
+        f.seek(0)
+        said.append(f.read().decode("utf-8", "replace"))
+        f.close()
+    return subprocess.CompletedProcess([path, *args], status, *said)
 
 
 _FLAG_CHECKS = r"""
@@ -107,6 +196,26 @@ for args in cases:
     said.append([status, err.getvalue()])
 print(json.dumps(said))
 """
+
+
+def study_runs_in_process(monkeypatch):
+    """The runs of a study (resnet_nobn.study.launcher: one subprocess of the training entry point
+    each) run in this process by `run_main` from now until monkeypatch.undo(), their stdout and
+    stderr written to the run's train.log as the subprocess writes them: for a test of what the
+    study does with its runs' outcomes, not of the processes themselves (a study killed, a run's
+    --run_timeout: their own processes)."""
+    import types
+
+    from resnet_nobn.study import launcher
+
+    def run(cmd, stdout=None, timeout=None, **_):
+        proc = run_main(os.path.basename(cmd[1]), *cmd[2:])
+        stdout.write(proc.stdout + proc.stderr)
+        stdout.flush()
+        return subprocess.CompletedProcess(cmd, proc.returncode)
+    monkeypatch.setattr(launcher, "subprocess", types.SimpleNamespace(
+        run=run, DEVNULL=subprocess.DEVNULL, STDOUT=subprocess.STDOUT,
+        TimeoutExpired=subprocess.TimeoutExpired))
 
 
 def flag_errors(script, cases, env=None):

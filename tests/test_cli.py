@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers import CLI_RUN, ROOT, copy_of, flag_errors, run_cli
+from tests.helpers import CLI_RUN, ROOT, copy_of, flag_errors, run_cli, run_main
 
 ARGS = CLI_RUN  # the flags of the `cli_run` fixture's run
 
@@ -22,7 +22,7 @@ def _assert_one_line_error(proc, *fragments):
 
 
 def test_help_explains_every_flag():
-    proc = run_cli("cifar_train.py", "--help")
+    proc = run_main("cifar_train.py", "--help")
     assert proc.returncode == 0, proc.stderr
     for flag in ("dataset", "data_dir", "use_synthetic_data", "norm", "init", "head",
                  "blocks_per_stage", "widths", "train_steps", "batch_size", "learning_rate",
@@ -43,7 +43,7 @@ def test_help_into_a_pipe_closed_early_exits_0_without_a_traceback():
 
 def test_imagenet_flags_default_to_the_imagenet_recipe():
     """run/imagenet_train.py differs from run/cifar_train.py only by its recipe (Section 4.2)."""
-    proc = run_cli("imagenet_train.py", "--helpfull")
+    proc = run_main("imagenet_train.py", "--helpfull")
     defaults = {block.split(":")[0]: block for block in proc.stdout.split("\n  --")}
     for flag, default in (("dataset", "imagenet2012"), ("widths", "84,168,336,672"),
                           ("blocks_per_stage", "3,4,6,3"), ("strides", "2,2,2,2"),
@@ -64,7 +64,7 @@ def test_tiny_run_trains_resumes_and_writes_results(cli_run, tmp_path):
     run = copy_of(cli_run[0], tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
     assert results["global_step"] == 4 and results["config"]["model"]["widths"] == [8, 16, 32]
-    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
+    proc = run_main("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stdout and "step 6/6" in proc.stdout
     assert json.loads((run / "results.json").read_text())["global_step"] == 6
@@ -72,7 +72,7 @@ def test_tiny_run_trains_resumes_and_writes_results(cli_run, tmp_path):
 
 def test_an_imagenet_data_dir_that_is_a_file_says_how_to_prepare_it(tmp_path):
     (tmp_path / "afile").write_text("")  # it said "does not exist", and no fix
-    proc = run_cli("imagenet_train.py", f"--data_dir={tmp_path / 'afile'}",
+    proc = run_main("imagenet_train.py", f"--data_dir={tmp_path / 'afile'}",
                    f"--model_dir={tmp_path / 'run'}", "--train_steps=1")
     _assert_one_line_error(proc, f"--data_dir={tmp_path / 'afile'} is not a directory; create it "
                            "with `python run/prepare_data.py --dataset=imagenet2012")
@@ -85,7 +85,7 @@ def test_model_dir_of_another_architecture_is_refused(cli_run, tmp_path):
     before = sorted(os.listdir(run / "ckpt"))
     results = (run / "results.json").read_text()
     wider = [a if not a.startswith("--widths") else "--widths=8,16,64" for a in ARGS]
-    proc = run_cli("cifar_train.py", *wider, "--train_steps=6", f"--model_dir={run}")
+    proc = run_main("cifar_train.py", *wider, "--train_steps=6", f"--model_dir={run}")
     _assert_one_line_error(proc, "different architecture", "widths")
     assert proc.returncode == 2
     assert sorted(os.listdir(run / "ckpt")) == before
@@ -95,7 +95,7 @@ def test_model_dir_of_another_architecture_is_refused(cli_run, tmp_path):
     lock = (run / ".lock").read_bytes() if (run / ".lock").exists() else None
     for args in ((*wider, "--train_steps=6", f"--model_dir={run}"),
                  (*ARGS, f"--model_dir={tmp_path / 'none'}")):
-        proc = run_cli("cifar_train.py", *args, "--eval_only")
+        proc = run_main("cifar_train.py", *args, "--eval_only")
         _assert_one_line_error(proc, "different architecture" if args[-1].endswith("run")
                                else "does not exist; train first")
         assert proc.stdout == "", proc.stdout
@@ -108,7 +108,7 @@ def test_train_steps_below_the_run_is_refused_before_tensorflow_loads(cli_run, t
     on stdout, and with nothing in the run changed."""
     run = copy_of(cli_run[0], tmp_path / "run")
     files = {p: (run / p).read_bytes() for p in ("config.json", "results.json")}
-    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=3", f"--model_dir={run}")
+    proc = run_main("cifar_train.py", *ARGS, "--train_steps=3", f"--model_dir={run}")
     _assert_one_line_error(proc, f"--train_steps=3 is below step 4 of the run in {run}; give "
                                  "--train_steps=4 or more")
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
@@ -123,7 +123,7 @@ def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(cli_run,
     with open(glob.glob(str(run / "ckpt" / "ckpt-4.data-*"))[0], "r+b") as f:
         f.truncate(100)
     (run / "ckpt" / "checkpoint").write_text("garbage {{{")
-    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
+    proc = run_main("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "skipped ckpt-4" in proc.stdout and "resumed from" in proc.stdout and "ckpt-2" in proc.stdout
     assert [h["step"] for h in json.loads((run / "results.json").read_text())["history"]] == [4, 6]
@@ -132,7 +132,7 @@ def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(cli_run,
         with open(data, "r+b") as f:
             f.truncate(100)
     before = sorted(os.listdir(run / "ckpt"))
-    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=8", f"--model_dir={run}")
+    proc = run_main("cifar_train.py", *ARGS, "--train_steps=8", f"--model_dir={run}")
     _assert_one_line_error(proc, "can be restored", "corrupt")
     assert proc.returncode == 2
     assert sorted(os.listdir(run / "ckpt")) == before
@@ -142,14 +142,14 @@ def test_corrupt_checkpoints_are_skipped_and_none_restorable_is_refused(cli_run,
 def test_diverged_run_ends_with_retry_advice_that_trains_when_appended(tmp_path):
     command = [*ARGS, "--train_steps=12", "--learning_rate=1e9", "--checkpoint_every=1",
                f"--model_dir={tmp_path}"]
-    proc = run_cli("cifar_train.py", *command)
+    proc = run_main("cifar_train.py", *command)
     _assert_one_line_error(proc, "NaN")
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("retry with: --"), proc.stderr
     advice = last[len("retry with: "):].split()
     assert advice and all(t.startswith("--") and "=" in t for t in advice)
-    proc = run_cli("cifar_train.py", *command, *advice)
+    proc = run_main("cifar_train.py", *command, *advice)
     assert proc.returncode == 0, proc.stderr
     assert "taken before the blow-up" in proc.stdout and "step 12/12" in proc.stdout
     results = json.loads((tmp_path / "results.json").read_text())
@@ -167,11 +167,11 @@ def test_after_a_second_divergence_the_advice_rolls_back_past_it_too(tmp_path):
                "--batch_size=16", "--log_every=50", "--checkpoint_every=100", "--train_steps=300",
                "--eval_every=300", f"--model_dir={tmp_path}"]  # at the paper's rate: NaN at 150
     for _ in range(2):
-        proc = run_cli("cifar_train.py", *command)
+        proc = run_main("cifar_train.py", *command)
         assert proc.returncode == 2 and "at step 150" in proc.stderr, proc.stderr
     assert "resuming from ckpt-0, taken before the blow-up (deleted ckpt-100 after it)" in proc.stdout
     advice = proc.stderr.strip().splitlines()[-1][len("retry with: "):].split()
-    proc = run_cli("cifar_train.py", *command, *advice)
+    proc = run_main("cifar_train.py", *command, *advice)
     assert proc.returncode == 0, proc.stderr
     assert "skipped ckpt-100 (taken on the way to the blow-up" in proc.stdout
     assert f"resumed from {tmp_path / 'ckpt' / 'ckpt-0'} at step 0" in proc.stdout
@@ -248,7 +248,9 @@ def test_impossible_flags_are_one_line_before_tensorflow_loads(said_to_bad_flags
 
 
 def test_an_impossible_flag_is_refused_by_the_command_before_anything_is_written(tmp_path):
-    """BAD_FLAGS' contract from the command itself: one line, exit status 2, no --model_dir."""
+    """BAD_FLAGS' contract from the command itself, in its own process (the other tests here run
+    the entry point in process, tests.helpers.run_main): one line, exit status 2, no
+    --model_dir."""
     proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={tmp_path / 'run'}", "--batch_size=0")
     _assert_one_line_error(proc, "--batch_size=0")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -262,7 +264,7 @@ def test_an_impossible_flag_is_refused_by_the_command_before_anything_is_written
     (["--model_dir="], "--model_dir is empty"),
 ])
 def test_a_run_too_big_or_nowhere_is_refused_before_anything_is_written(tmp_path, args, message):
-    proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={tmp_path / 'run'}", *args)
+    proc = run_main("cifar_train.py", *ARGS, f"--model_dir={tmp_path / 'run'}", *args)
     _assert_one_line_error(proc, message)
     assert not (tmp_path / "run").exists()
 
@@ -285,28 +287,28 @@ def test_config_command_line_and_report_import_without_tensorflow(tmp_path, modu
 def test_model_dir_or_data_dir_that_is_a_file_or_unwritable_gets_one_line(cli_run, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    proc = run_cli("cifar_train.py", *ARGS, f"--model_dir={a_file}")
+    proc = run_main("cifar_train.py", *ARGS, f"--model_dir={a_file}")
     _assert_one_line_error(proc, "is a file")
-    proc = run_cli("cifar_train.py", *ARGS, "--model_dir=/proc/no/such/run")
+    proc = run_main("cifar_train.py", *ARGS, "--model_dir=/proc/no/such/run")
     _assert_one_line_error(proc, "cannot write the run")
-    proc = run_cli("cifar_train.py", "--dataset=cifar10", f"--data_dir={a_file}",
+    proc = run_main("cifar_train.py", "--dataset=cifar10", f"--data_dir={a_file}",
                    f"--model_dir={tmp_path / 'run'}")
     _assert_one_line_error(proc, "is not a directory")
     damaged = tmp_path / "tfds" / "cifar10" / "3.0.2"
     damaged.mkdir(parents=True)
     (damaged / "dataset_info.json").write_text("{ garbage")
-    proc = run_cli("cifar_train.py", "--dataset=cifar10", f"--data_dir={tmp_path / 'tfds'}",
+    proc = run_main("cifar_train.py", "--dataset=cifar10", f"--data_dir={tmp_path / 'tfds'}",
                    f"--model_dir={tmp_path / 'run'}")
     _assert_one_line_error(proc, "cifar10")
     assert proc.returncode == 2 and not (tmp_path / "run").exists()
     run = copy_of(cli_run[0], tmp_path / "run")
     (run / "results.json").write_text('"a string"')  # parses, but is not an object
-    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
+    proc = run_main("cifar_train.py", *ARGS, "--train_steps=6", f"--model_dir={run}")
     assert proc.returncode == 0 and "unreadable" in proc.stdout, proc.stderr  # set aside, said so
     assert json.loads((run / "results.json").read_text())["global_step"] == 6
     assert len(glob.glob(str(run / "results.json.unreadable-*"))) == 1
     (run / "config.json").write_text("[1, 2]")
-    _assert_one_line_error(run_cli("cifar_train.py", *ARGS, "--train_steps=8", f"--model_dir={run}"),
+    _assert_one_line_error(run_main("cifar_train.py", *ARGS, "--train_steps=8", f"--model_dir={run}"),
                            "not a JSON object")
 
 
@@ -318,14 +320,14 @@ def test_a_second_run_on_the_same_model_dir_is_refused(tmp_path):
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     try:
         assert "step 2/" in "".join(first.stdout.readline() for _ in range(3))  # it is training
-        proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
+        proc = run_main("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
         _assert_one_line_error(proc, "is in use by pid", str(first.pid))
         assert proc.returncode == 2
     finally:
         first.kill()
         first.wait()
     # the lock dies with its process: the next run resumes
-    proc = run_cli("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
+    proc = run_main("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.errors import UserError
-from tests.helpers import check_model_dir, run_cli, tiny_config
+from tests.helpers import check_model_dir, run_main, tiny_config
 
 
 def _write(cfg, edit):
@@ -99,7 +99,7 @@ def test_numbers_written_in_another_json_type_are_read_as_the_same_number(tmp_pa
 def test_a_float_option_beyond_float32_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match=r"TrainConfig\.max_branch_norm=1e\+300 is beyond float32"):
         tiny_config(tmp_path, max_branch_norm=1e300)
-    p = run_cli("cifar_train.py", "--use_synthetic_data", "--max_branch_norm=1e300",
+    p = run_main("cifar_train.py", "--use_synthetic_data", "--max_branch_norm=1e300",
                 f"--model_dir={tmp_path / 'run'}", timeout=120)
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
         "error: --max_branch_norm=1e+300 is beyond float32's range (at most 3.403e+38)"], p.stderr

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, TINY_NET, run_cli, write_cifar10, write_idx
+from tests.helpers import ROOT, TINY_NET, run_main, write_cifar10, write_idx
 
 DEBIAN = "/usr/share/datasets/fashion-mnist"
 ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2",
@@ -38,7 +38,7 @@ def prepared(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fmnist")
     arrays = _fake_idx(tmp / "idx")
     data_dir, examples = tmp / "data", tmp / "examples"
-    proc = run_cli("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
+    proc = run_main("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
                    f"--manual_dir={tmp / 'idx'}", f"--examples_dir={examples}")
     assert proc.returncode == 0, proc.stderr
     return str(data_dir), arrays, proc.stdout, examples
@@ -76,7 +76,7 @@ def test_prepare_data_writes_tfds_own_fashion_mnist_from_idx_files(prepared):
     assert os.listdir(data_dir) == ["fashion_mnist"]  # no empty downloads/ left either
     pngs = sorted(os.listdir(examples))
     assert len(pngs) == 10 and all(p.endswith(".png") for p in pngs), pngs
-    again = run_cli("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}")
+    again = run_main("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}")
     assert again.returncode == 0 and "already prepared" in again.stdout, again.stderr
 
 
@@ -93,7 +93,7 @@ def test_examples_that_cannot_be_written_are_one_line_and_the_dataset_stays(prep
             ("taken", f"error: cannot write the test images to --examples_dir={tmp_path / 'taken'}"
                       f": Is a directory ({tmp_path / 'taken' / first}); the "
                       "dataset is prepared: give another --examples_dir")):
-        p = run_cli("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
+        p = run_main("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
                     f"--examples_dir={tmp_path / examples}")
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert p.stderr.startswith(said), p.stderr
@@ -113,16 +113,16 @@ def test_a_fashion_mnist_run_says_fashion_mnist_everywhere_and_its_export_pads_a
     from resnet_nobn.model.network import custom_objects
     data_dir, _, _, examples = prepared
     run, export = tmp_path / "run", tmp_path / "export"
-    proc = run_cli("cifar_train.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}", *ARGS,
+    proc = run_main("cifar_train.py", "--dataset=fashion_mnist", f"--data_dir={data_dir}", *ARGS,
                    f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stdout, proc.stdout  # its own name: nothing to warn about
     results = json.loads((run / "results.json").read_text())
     assert results["dataset"] == "fashion_mnist" and "data_mismatch" not in results
-    rep = run_cli("report.py", f"--root={tmp_path}")
+    rep = run_main("report.py", f"--root={tmp_path}")
     assert rep.returncode == 0, rep.stderr
     assert rep.stdout.count("| fashion_mnist |") == 1 and "cifar" not in rep.stdout, rep.stdout
-    p = run_cli("export.py", f"--model_dir={run}", f"--export_dir={export}")
+    p = run_main("export.py", f"--model_dir={run}", f"--export_dir={export}")
     assert p.returncode == 0, p.stderr
     meta = json.loads((export / "export.json").read_text())
     assert (meta["dataset"], meta["image_size"], meta["input"]) == ("fashion_mnist", 28, "pixels")
@@ -130,7 +130,7 @@ def test_a_fashion_mnist_run_says_fashion_mnist_everywhere_and_its_export_pads_a
     assert "fashion_mnist" in card and "uint8 [N, 28, 28, 1] grey pixels" in card
     assert "cifar10" not in card and "CIFAR-10" not in card, card
     example = sorted(examples.iterdir())[0]
-    p = run_cli("predict.py", f"--export_dir={export}", str(example))  # 28x28: no --resize
+    p = run_main("predict.py", f"--export_dir={export}", str(example))  # 28x28: no --resize
     assert p.returncode == 0, p.stderr
     # the served graph pads a 28x28 grey image as the input pipeline did: the run's logits
     serve = tf.saved_model.load(str(export / "saved_model")).signatures["serving_default"]
@@ -162,20 +162,20 @@ def test_another_datasets_images_under_cifar10s_name_are_said_wherever_the_datas
                                   rng.integers(0, 10, n)) for s, n in (("train", 16), ("test", 8))},
                   label_names=FASHION_MNIST_NAMES)
     run = tmp_path / "study" / "run"
-    proc = run_cli("cifar_train.py", f"--data_dir={data}", *ARGS, f"--model_dir={run}")
+    proc = run_main("cifar_train.py", f"--data_dir={data}", *ARGS, f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     where = str(data / "cifar10" / "3.0.2")
     (warning,) = [line for line in proc.stdout.splitlines() if line.startswith("warning:")]
     assert f"{where} is not CIFAR-10: its classes are T-shirt/top, Trouser" in warning, warning
     results = json.loads((run / "results.json").read_text())
     assert results["dataset"] == "cifar10" and where in results["data_mismatch"]
-    rep = run_cli("report.py", f"--root={tmp_path / 'study'}")
+    rep = run_main("report.py", f"--root={tmp_path / 'study'}")
     assert rep.returncode == 0, rep.stderr
     (row,) = [line for line in rep.stdout.splitlines() if line.startswith("| cifar10")]
     assert row.startswith(f"| cifar10 (not CIFAR-10: {where}) |"), row
     assert "(Ours)" not in row and "T-shirt/top" in rep.stdout  # no Table 2 value beside it
     export = tmp_path / "export"
-    assert run_cli("export.py", f"--model_dir={run}", f"--export_dir={export}").returncode == 0
+    assert run_main("export.py", f"--model_dir={run}", f"--export_dir={export}").returncode == 0
     card = (export / "model_card.md").read_text()
     assert card.startswith(f"# Model card: resnet_nobn, cifar10 (not CIFAR-10: {where})"), card[:200]
     assert where in json.loads((export / "export.json").read_text())["data_mismatch"]
@@ -238,7 +238,7 @@ def test_an_offline_download_into_an_existing_directory_removes_only_what_it_mad
 @pytest.mark.slow
 def test_fashion_mnist_without_its_idx_files_says_where_they_go(tmp_path):
     (tmp_path / "idx").mkdir()
-    proc = run_cli("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={tmp_path / 'd'}",
+    proc = run_main("prepare_data.py", "--dataset=fashion_mnist", f"--data_dir={tmp_path / 'd'}",
                    f"--manual_dir={tmp_path / 'idx'}")
     (line,) = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "lacks train-images-idx3-ubyte.gz" in line, line

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from resnet_nobn.data import image_folder
-from tests.helpers import TINY_NET, run_cli
+from tests.helpers import TINY_NET, run_main
 
 CLASSES = ("cat", "dog", "zebra")
 ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2",
@@ -38,7 +38,7 @@ def trained(tmp_path_factory):
     """A 4-step run on a 3-class folder (24 training, 6 test images): (tmp, ROOT, model_dir)."""
     tmp = tmp_path_factory.mktemp("folder")
     root, run = make_folder(tmp / "pets"), tmp / "study" / "run"
-    proc = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
+    proc = run_main("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
                    f"--model_dir={run}")
     assert proc.returncode == 0, proc.stderr
     assert "eval  step 4" in proc.stdout and "(6 images)" in proc.stdout, proc.stdout
@@ -61,12 +61,12 @@ def test_a_folder_trains_and_its_classes_reach_results_the_card_and_the_export(t
         **{f"{s}_files": image_folder.digest(root, s, files[s]) for s in ("train", "test")},
         **{f"{s}_pixels": pixels[f"{s}_pixels"] for s in ("train", "test")})
     assert json.loads((run / "config.json").read_text())["class_names"] == list(CLASSES)
-    rep = run_cli("report.py", f"--root={tmp / 'study'}")
+    rep = run_main("report.py", f"--root={tmp / 'study'}")
     assert rep.returncode == 0, rep.stderr
     (row,) = [line for line in rep.stdout.splitlines() if line.startswith("| image_folder")]
     assert row.startswith(f"| image_folder ({root}) |") and "cifar" not in rep.stdout, rep.stdout
     export = tmp / "export"
-    p = run_cli("export.py", f"--model_dir={run}", f"--export_dir={export}")
+    p = run_main("export.py", f"--model_dir={run}", f"--export_dir={export}")
     assert p.returncode == 0, p.stderr
     assert (export / "labels.txt").read_text().splitlines() == list(CLASSES)
     meta = json.loads((export / "export.json").read_text())
@@ -75,7 +75,7 @@ def test_a_folder_trains_and_its_classes_reach_results_the_card_and_the_export(t
     assert f"# Model card: resnet_nobn, image_folder ({root}), step 4" in card
     assert "24 training and 6 test images" in card and "CIFAR" not in card, card
     image = os.path.join(root, "test", "dog", "1.png")  # grey, not 32x32
-    p = run_cli("predict.py", f"--export_dir={export}", "--resize", image)
+    p = run_main("predict.py", f"--export_dir={export}", "--resize", image)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert lines[0].startswith(f"{image} (resized from") and len(lines) == 4, p.stdout
@@ -112,7 +112,7 @@ def test_class_names_are_names_in_config_json_and_a_resume_on_other_folders_is_r
     more = shutil.copytree(root, tmp_path / "more")
     for split in ("train", "test"):
         shutil.copytree(more / split / "cat", more / split / "emu")
-    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={more}", *ARGS,
+    p = run_main("cifar_train.py", "--dataset=image_folder", f"--data_dir={more}", *ARGS,
                 "--train_steps=6", f"--model_dir={run}")
     assert p.returncode == 2 and p.stderr.startswith("error: ") and len(
         p.stderr.strip().splitlines()) == 1, p.stderr
@@ -174,7 +174,7 @@ def test_each_bad_folder_is_one_line_and_nothing_is_written(tmp_path, case):
     said = _break(root, case)
     run = tmp_path / "run"
     args = [] if case == "no --data_dir" else [f"--data_dir={root}"]
-    p = run_cli("cifar_train.py", "--dataset=image_folder", *args, *ARGS, f"--model_dir={run}")
+    p = run_main("cifar_train.py", "--dataset=image_folder", *args, *ARGS, f"--model_dir={run}")
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), p.stderr
     assert said in lines[0], lines[0]
@@ -203,7 +203,7 @@ def test_a_resume_on_other_images_says_so_and_records_it(tmp_path):
     both beside the new numbers, so that it does not claim the run trained on one set."""
     root = make_folder(tmp_path / "f", classes=("a", "b"), per_class=(2, 1))
     run = tmp_path / "run"
-    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
+    p = run_main("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
                 f"--model_dir={run}")
     assert p.returncode == 0, p.stderr
     was = json.loads((run / "results.json").read_text())["image_folder"]
@@ -211,7 +211,7 @@ def test_a_resume_on_other_images_says_so_and_records_it(tmp_path):
                 os.path.join(root, "train", "a", "x.jpeg"))
     os.remove(os.path.join(root, "test", "b", "0.jpeg"))  # replaced: the count stays 2
     Image.new("RGB", (32, 32), (9, 9, 9)).save(os.path.join(root, "test", "b", "y.png"))
-    p = run_cli("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
+    p = run_main("cifar_train.py", "--dataset=image_folder", f"--data_dir={root}", *ARGS,
                 "--train_steps=6", f"--model_dir={run}")
     assert p.returncode == 0, p.stderr
     results = json.loads((run / "results.json").read_text())

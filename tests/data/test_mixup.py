@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from resnet_nobn.data import cifar
 from resnet_nobn.data.datasets import DATASETS
-from tests.helpers import run_cli, tiny_config, write_idx
+from tests.helpers import run_main, tiny_config, write_idx
 
 pytestmark = pytest.mark.timeout(300)
 FMNIST = DATASETS["fashion_mnist"]
@@ -108,10 +108,10 @@ def test_a_run_records_its_mixup_and_refuses_another_on_resume(tmp_path):
     flags = ["--dataset=fashion_mnist", f"--data_dir={tmp_path / 'data'}", f"--model_dir={run}",
              "--widths=8,16,32", "--stem_width=8", "--blocks_per_stage=1", "--batch_size=8",
              "--eval_every=2", "--log_every=1"]
-    p = run_cli("cifar_train.py", *flags, "--train_steps=2", "--mixup=1")
+    p = run_main("cifar_train.py", *flags, "--train_steps=2", "--mixup=1")
     assert p.returncode == 0, p.stderr
     assert json.loads((run / "config.json").read_text())["mixup"] == 1.0
-    p = run_cli("cifar_train.py", *flags, "--train_steps=4", "--mixup=0.2")
+    p = run_main("cifar_train.py", *flags, "--train_steps=4", "--mixup=0.2")
     assert p.returncode != 0 and "mixup" in p.stderr and p.stderr.count("\n") == 1, p.stderr
 
 

@@ -12,20 +12,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, run_cli, write_cifar10
-
-# Runs run/prepare_data.py as `python run/prepare_data.py ARGS` would, with tfds' download replaced
-# by a directory that holds what the CIFAR tarball extracts to.
-_FAKE_DOWNLOAD = """
-import os, runpy, sys
-import tensorflow_datasets as tfds
-extracted = sys.argv.pop(1)
-tfds.download.DownloadManager.download_and_extract = lambda self, url: extracted
-script = os.path.join({root!r}, "run", "prepare_data.py")
-sys.argv[0] = script
-sys.path.insert(0, os.path.dirname(script))
-runpy.run_path(script, run_name="__main__")
-"""
+from tests.helpers import ROOT, run_main, write_cifar10
 
 
 def _env(**extra):
@@ -58,12 +45,14 @@ def _one_error_line(proc):
 
 
 @pytest.mark.slow
-def test_prepare_data_prepares_cifar100_that_training_reads(tmp_path):
+def test_prepare_data_prepares_cifar100_that_training_reads(tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
     fake = _fake_cifar100(tmp_path / "extracted", n_train=30, n_test=10)
     data_dir = tmp_path / "new" / "tfds"  # created by the command
-    command = [sys.executable, "-c", _FAKE_DOWNLOAD.format(root=ROOT), str(tmp_path / "extracted"),
-               "--dataset=cifar100", f"--data_dir={data_dir}"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=240, env=_env())
+    monkeypatch.setattr(tfds.download.DownloadManager, "download_and_extract",
+                        lambda self, url: str(tmp_path / "extracted"))
+    command = ["--dataset=cifar100", f"--data_dir={data_dir}"]
+    proc = run_main("prepare_data.py", *command)
     assert proc.returncode == 0, proc.stderr
     assert "cifar100 is prepared in" in proc.stdout and "train 30" in proc.stdout, proc.stdout
     assert f"python run/cifar_train.py --dataset=cifar100 --data_dir={data_dir}" in proc.stdout
@@ -75,7 +64,7 @@ def test_prepare_data_prepares_cifar100_that_training_reads(tmp_path):
         got = np.argsort([np.asarray(im).tobytes() for im in images])
         np.testing.assert_array_equal(images[got], fake[split][0][order])
         np.testing.assert_array_equal(labels[got], fake[split][1][order])
-    again = subprocess.run(command, capture_output=True, text=True, timeout=240, env=_env())
+    again = run_main("prepare_data.py", *command)
     assert again.returncode == 0 and "already prepared" in again.stdout, again.stderr
 
 
@@ -104,7 +93,7 @@ def test_prepare_data_prepares_imagenet_from_the_archives_in_manual_dir(tmp_path
     (archives / "ILSVRC2012_img_val.tar").write_bytes(
         _tar([(f"ILSVRC2012_val_{i:08d}.JPEG", _jpeg(rng, 30, 50)) for i in (1, 2)]))
     data_dir = tmp_path / "tfds"
-    proc = run_cli("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={data_dir}",
+    proc = run_main("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={data_dir}",
                    f"--manual_dir={archives}")
     assert proc.returncode == 0, proc.stderr
     assert "imagenet2012 is prepared in" in proc.stdout and "train 3" in proc.stdout, proc.stdout
@@ -116,11 +105,11 @@ def test_prepare_data_prepares_imagenet_from_the_archives_in_manual_dir(tmp_path
 
 @pytest.mark.slow
 def test_imagenet_without_its_archives_is_one_line_naming_where_they_go(tmp_path):
-    proc = run_cli("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={tmp_path}")
+    proc = run_main("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={tmp_path}")
     line = _one_error_line(proc)
     assert f"{tmp_path}/downloads/manual/" in line and "ILSVRC2012_img_train.tar" in line
     assert f"python run/prepare_data.py --dataset=imagenet2012 --data_dir={tmp_path}" in line
-    proc = run_cli("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={tmp_path}",
+    proc = run_main("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={tmp_path}",
                    f"--manual_dir={tmp_path / 'nowhere'}")
     assert f"{tmp_path / 'nowhere'}/" in _one_error_line(proc)
     assert not (tmp_path / "imagenet2012").exists() or not os.listdir(tmp_path / "imagenet2012")
@@ -188,7 +177,7 @@ def test_a_damaged_earlier_preparation_is_named_with_a_fix_that_works(tmp_path, 
         path.write_bytes(path.read_bytes().replace(b'"cifar10"', b'"cifar\xff10"', 1))
     else:
         path.write_text(path.read_text()[:-20])
-    proc = run_cli("prepare_data.py", "--dataset=cifar10", f"--data_dir={data_dir}", timeout=120)
+    proc = run_main("prepare_data.py", "--dataset=cifar10", f"--data_dir={data_dir}", timeout=120)
     line = _one_error_line(proc)
     assert f"{path} {said}" in line, line
     assert line.endswith(f"delete {where} and prepare the data again: python run/prepare_data.py "
@@ -197,7 +186,7 @@ def test_a_damaged_earlier_preparation_is_named_with_a_fix_that_works(tmp_path, 
 
 
 def test_a_whole_earlier_preparation_is_left_as_it_is(prepared):
-    proc = run_cli("prepare_data.py", "--dataset=cifar10", f"--data_dir={prepared}", timeout=120)
+    proc = run_main("prepare_data.py", "--dataset=cifar10", f"--data_dir={prepared}", timeout=120)
     assert proc.returncode == 0 and "cifar10 is already prepared in" in proc.stdout, proc.stderr
 
 
@@ -215,7 +204,7 @@ def test_an_imagenet_archive_that_is_no_tar_file_is_named(tmp_path, archive, con
         (archives / name).write_bytes(_tar([("n01440764.tar", _tar([("n01440764_1.JPEG",
                                                                      b"x")]))]))
     (archives / archive).write_bytes(content)
-    proc = run_cli("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={tmp_path / 'tfds'}",
+    proc = run_main("prepare_data.py", "--dataset=imagenet2012", f"--data_dir={tmp_path / 'tfds'}",
                    f"--manual_dir={archives}", timeout=120)
     line = _one_error_line(proc)
     assert f"{archives / archive} {said}" in line, line

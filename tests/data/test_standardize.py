@@ -11,7 +11,7 @@ from resnet_nobn.data import cifar, standardization
 from resnet_nobn.data.datasets import DATASETS
 from resnet_nobn.export import writer
 from resnet_nobn.training.trainer import Trainer
-from tests.helpers import run_cli, tiny_config, write_idx
+from tests.helpers import run_main, tiny_config, write_idx
 
 pytestmark = pytest.mark.timeout(500)
 FMNIST = DATASETS["fashion_mnist"]
@@ -61,7 +61,7 @@ def test_per_image_is_the_forks_and_both_apply_to_training_and_test_images():
 def test_synthetic_data_is_refused_in_one_line():
     with pytest.raises(ValueError, match="standardize=dataset needs a training split"):
         tiny_config("/tmp/unused", standardize="dataset")
-    p = run_cli("cifar_train.py", "--use_synthetic_data", "--standardize=dataset")
+    p = run_main("cifar_train.py", "--use_synthetic_data", "--standardize=dataset")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("error: --standardize=dataset needs a training split"), p.stderr
 

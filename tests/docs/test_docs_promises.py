@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, TINY, run_cli
+from tests.helpers import ROOT, TINY, run_main
 
 # docs/training.md: `step 2000/60000  loss 1.2345  xent 1.2001  lr 0.05  |grad| 0.842  1532.1 img/s
 # eta 0:35:12`; with a clip or AGC, `|grad| 3.1 (bound 12% of steps)`
@@ -59,7 +59,7 @@ def test_every_tensorboard_scalar_a_run_writes_is_in_the_training_guides_table(t
     table = guide[guide.index("### TensorBoard"):guide.index("### Progress")]
     tags = set()
     twin = tmp_path / "batch"
-    proc = run_cli("cifar_train.py", *ARGS, "--norm=batch", "--train_steps=4", "--log_every=2",
+    proc = run_main("cifar_train.py", *ARGS, "--norm=batch", "--train_steps=4", "--log_every=2",
                    f"--model_dir={twin}")
     assert proc.returncode == 0, proc.stderr
     for run in (cli_run[0], twin):
@@ -163,7 +163,7 @@ def test_the_seconds_the_multiworker_guide_gives_are_the_codes():
 
 
 def test_data_dir_without_the_dataset_is_exactly_one_line_saying_how_to_prepare_it(tmp_path):
-    proc = run_cli("cifar_train.py", "--dataset=cifar100", f"--data_dir={tmp_path}",
+    proc = run_main("cifar_train.py", "--dataset=cifar100", f"--data_dir={tmp_path}",
                    f"--model_dir={tmp_path / 'run'}", "--train_steps=1")
     _one_error_line(proc, "no prepared cifar100",
                     "`python run/prepare_data.py --dataset=cifar100 --data_dir=DIR`")
@@ -187,7 +187,7 @@ def test_no_doc_or_message_names_a_command_this_environment_lacks():
                                                                   "image_folder")),
                                            ("cifar_train.py", ("ImageNet", "Section 4.2"))])
 def test_each_training_entry_point_helps_with_its_own_recipe(script, other):
-    proc = run_cli(script, "--help")
+    proc = run_main(script, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "--widths:" in proc.stdout, proc.stdout
     for word in other:
@@ -196,16 +196,18 @@ def test_each_training_entry_point_helps_with_its_own_recipe(script, other):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_tilde_after_equals_is_the_home_directory(tmp_path):
+def test_a_tilde_after_equals_is_the_home_directory(tmp_path, monkeypatch):
     """bash expands `~` only at the start of a word: `--model_dir=~/runs/x` reaches the program
-    with its `~`, and means what `--model_dir ~/runs/x` means."""
+    with its `~`, and means what `--model_dir ~/runs/x` means. The training run in process, the
+    export's refusal a process."""
     home, cwd = tmp_path / "home", tmp_path / "cwd"
     home.mkdir()
     cwd.mkdir()
     env = dict(os.environ, HOME=str(home), TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "cifar_train.py"), *ARGS,
-                           "--train_steps=1", "--model_dir=~/runs/x"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=240)
+    with monkeypatch.context() as here:
+        here.chdir(cwd)
+        proc = run_main("cifar_train.py", *ARGS, "--train_steps=1", "--model_dir=~/runs/x",
+                        env={"HOME": str(home)})
     assert proc.returncode == 0, proc.stderr
     assert (home / "runs" / "x" / "config.json").exists() and not os.listdir(cwd)
     # the other entry points' paths alike (checked before TensorFlow loads)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import CLI_RUN, ROOT, TINY, copy_of, run_cli
+from tests.helpers import CLI_RUN, ROOT, TINY, copy_of, run_main, study_runs_in_process
 
 ARGS = [*TINY, "--log_every=2", "--eval_every=2"]
 
@@ -24,7 +24,7 @@ def _files(root):
 @pytest.mark.parametrize("script", ["cifar_train.py", "imagenet_train.py"])
 @pytest.mark.parametrize("flag", ["--help", "-h", "--helpshort", "--helpfull"])
 def test_help_exits_0_and_shows_the_projects_flags_first(script, flag):
-    proc = run_cli(script, flag, timeout=120)
+    proc = run_main(script, flag, timeout=120)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-500:])
     out = proc.stdout
     assert "--widths:" in out and "--batch_size:" in out, out[:2000]
@@ -92,7 +92,7 @@ def test_launch_local_helps_with_every_flag_and_refuses_an_abbreviation():
 def test_predict_help_is_true_of_every_export():
     """Not only CIFAR's 32x32: a Fashion-MNIST export takes 28x28 grey images, and --resize
     scales to the export's own input. The file it names for MAX_PIXELS defines it."""
-    out = run_cli("predict.py", "--help", timeout=120).stdout
+    out = run_main("predict.py", "--help", timeout=120).stdout
     assert "28x28" in out and "export's" in out and "CIFAR: resize" not in out, out
     named = re.findall(r"MAX_PIXELS[^()]*\(([\w/]+\.py)\)", " ".join(out.split()))
     assert named, out
@@ -102,7 +102,7 @@ def test_predict_help_is_true_of_every_export():
 
 
 def test_report_help_names_every_column_of_the_table():
-    out = " ".join(run_cli("report.py", "--help", timeout=120).stdout.split())
+    out = " ".join(run_main("report.py", "--help", timeout=120).stdout.split())
     for column in ("seeds", "steps", "top-1 error", "top-5 error", "test loss", "train time",
                    "Table 2"):  # resnet_nobn/study/report.py markdown_table's columns
         assert column in out, (column, out[:1500])
@@ -143,27 +143,28 @@ def test_a_finished_run_is_not_finished_for_other_settings_or_a_pending_divergen
         tmp_path, cli_run):
     run = copy_of(cli_run[0], tmp_path / "run")
     args = [*CLI_RUN, "--train_steps=4", f"--model_dir={run}"]
-    other = run_cli("cifar_train.py", *args, "--seed=3")
+    other = run_main("cifar_train.py", *args, "--seed=3")
     assert other.returncode == 2 and "seed: 0 there, 3 here" in other.stderr, other.stderr
     (run / "diverged.json").write_text('{"step": 4, "retry_with": "--learning_rate=0.005"}')
-    again = run_cli("cifar_train.py", *args)
+    again = run_main("cifar_train.py", *args)
     assert "nothing to train" not in again.stdout, again.stdout
 
 
 @pytest.mark.slow
-def test_print_commands_writes_nothing(tmp_path):
+def test_print_commands_writes_nothing(tmp_path, monkeypatch):
+    study_runs_in_process(monkeypatch)
     root = tmp_path / "root"
     args = [f"--root={root}", *ARGS, "--train_steps=2", "--vary_norm=none,batch",
             "--print_commands"]
-    proc = run_cli("ablate.py", *args)
+    proc = run_main("ablate.py", *args)
     assert proc.returncode == 0, proc.stderr
     assert len([line for line in proc.stdout.splitlines() if "cifar_train.py" in line]) == 2
     assert not root.exists() or _files(root) == [], _files(root)
     # on a root with a finished run: the same
     run_args = [a for a in args if a != "--print_commands" and not a.startswith("--vary")]
-    assert run_cli("ablate.py", *run_args).returncode == 0
+    assert run_main("ablate.py", *run_args).returncode == 0
     before = {f: os.path.getmtime(root / f) for f in _files(root)}
-    proc = run_cli("ablate.py", *args)
+    proc = run_main("ablate.py", *args)
     assert proc.returncode == 0, proc.stderr
     assert {f: os.path.getmtime(root / f) for f in _files(root)} == before
 

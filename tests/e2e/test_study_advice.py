@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import ROOT, TINY_NET, check_model_dir, run_cli
+from helpers import ROOT, TINY_NET, check_model_dir, run_main, study_runs_in_process
 from resnet_nobn.errors import UserError
 from resnet_nobn.study import launcher, report
 
@@ -56,7 +56,7 @@ def _check_report(root, steps):
     (rollback,) = results["rollbacks"]
     flags = {f"--{c['field']}" for c in results["resume_changes"]}
     assert flags and results["global_step"] == steps
-    rep = run_cli("report.py", f"--root={root}", timeout=120)
+    rep = run_main("report.py", f"--root={root}")
     assert rep.returncode == 0, rep.stderr[-2000:]
     (row,) = [l for l in rep.stdout.splitlines() if "learning_rate=2.0" in l and l.startswith("|")]
     assert "‡ |" in row and f"| {steps} |" in row
@@ -68,30 +68,34 @@ def _check_report(root, steps):
 
 
 @pytest.mark.timeout(900)  # about a minute on an idle 2-core machine
-def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, tmp_path):
+def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, tmp_path,
+                                                                       monkeypatch):
+    study_runs_in_process(monkeypatch)
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}", "--train_steps=30",
             *ARGS, *GRID]
-    first = run_cli("ablate.py", *args, timeout=1200)
+    first = run_main("ablate.py", *args)
     assert first.returncode == 2, first.stdout + first.stderr
     assert "diverged (exit 2) at step" in first.stdout and "retry with: --" in first.stdout
     (line,) = first.stderr.splitlines()
     assert "--follow_retry_advice" in line and "--retry_failed" not in line, line
 
-    followed = run_cli("ablate.py", *args, "--follow_retry_advice", timeout=1200)
+    followed = run_main("ablate.py", *args, "--follow_retry_advice")
     assert followed.returncode == 0, followed.stdout + followed.stderr
     assert "continuing with --" in followed.stdout and "2 of 2 runs finished" in followed.stdout
     _check_report(root, 30)
     # the study's own command, without the flag, takes the continued run as it is
-    again = run_cli("ablate.py", *args, timeout=1200)
+    again = run_main("ablate.py", *args)
     assert again.returncode == 0 and again.stdout.count("finished, skipped") == 2, again.stderr
 
 
 @pytest.mark.timeout(900)  # about a minute on an idle 2-core machine
-def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_command(images, tmp_path):
+def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_command(images, tmp_path,
+                                                                                  monkeypatch):
+    """The study and its run killed are processes; the study then resumed runs in process."""
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}",
-            "--train_steps=200", *ARGS, *GRID,
+            "--train_steps=100", *ARGS, *GRID,
             "--follow_retry_advice"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run", "ablate.py"), *args],
@@ -109,13 +113,14 @@ def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_comma
         time.sleep(0.1)
     assert launcher.run_state(cfg) == "partial"
 
-    again = run_cli("ablate.py", *args, timeout=1200)
+    study_runs_in_process(monkeypatch)
+    again = run_main("ablate.py", *args)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "resuming" in again.stdout and "2 of 2 runs finished" in again.stdout
     log = open(os.path.join(_run_dir(root, TRAINING), "train.log")).read()
     assert "resumed from" in log
-    assert [h["step"] for h in _results(root, TRAINING)["history"]] == list(range(20, 201, 20))
-    _check_report(root, 200)
+    assert [h["step"] for h in _results(root, TRAINING)["history"]] == list(range(20, 101, 20))
+    _check_report(root, 100)
 
 
 def _config(root, name):
@@ -128,19 +133,20 @@ SYNTHETIC = ["--use_synthetic_data", "--widths=8,8,8", "--stem_width=8", "--bloc
 
 
 @pytest.mark.timeout(900)
-def test_a_run_continued_by_hand_with_its_advice_is_taken_by_the_study(tmp_path):
+def test_a_run_continued_by_hand_with_its_advice_is_taken_by_the_study(tmp_path, monkeypatch):
+    study_runs_in_process(monkeypatch)
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--train_steps=6", "--learning_rate=1e9", "--checkpoint_every=1",
             *SYNTHETIC]
-    first = run_cli("ablate.py", *args)
+    first = run_main("ablate.py", *args)
     assert first.returncode == 2 and "--follow_retry_advice" in first.stderr, first.stderr
     (run_dir,) = glob.glob(os.path.join(root, "cifar10", "*", "seed-0"))
     status = json.load(open(os.path.join(run_dir, "study_status.json")))
     advice = json.load(open(os.path.join(run_dir, "diverged.json")))["retry_with"].split()
-    by_hand = subprocess.run(status["command"] + advice, capture_output=True, text=True,
-                             timeout=240, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    entry, *command = status["command"][1:]  # [python, run/cifar_train.py, flags...]
+    by_hand = run_main(os.path.basename(entry), *command, *advice)
     assert by_hand.returncode == 0, by_hand.stderr[-2000:]
-    again = run_cli("ablate.py", *args)
+    again = run_main("ablate.py", *args)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "finished, skipped" in again.stdout
 
@@ -228,10 +234,12 @@ def test_the_study_compares_a_continued_run_as_started_and_launches_it_with_its_
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("damage", ["index missing", "index cut short"])
 def test_a_run_killed_while_saving_its_first_checkpoint_resumes_with_the_same_command(tmp_path,
-                                                                                      damage):
+                                                                                      damage,
+                                                                                      monkeypatch):
+    study_runs_in_process(monkeypatch)
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--train_steps=2", "--learning_rate=0.01", *SYNTHETIC]
-    assert run_cli("ablate.py", *args).returncode == 0
+    assert run_main("ablate.py", *args).returncode == 0
     (run_dir,) = glob.glob(os.path.join(root, "cifar10", "*", "seed-0"))
     # what a SIGKILL inside the save of ckpt-0 leaves (TensorFlow renames the data file into
     # place, then writes the .index): the run's config, no results, ckpt-0 without a whole index
@@ -244,7 +252,7 @@ def test_a_run_killed_while_saving_its_first_checkpoint_resumes_with_the_same_co
     else:
         os.truncate(index, os.path.getsize(index) // 2)
     json.dump(dict(status="running"), open(os.path.join(run_dir, "study_status.json"), "w"))
-    again = run_cli("ablate.py", *args)
+    again = run_main("ablate.py", *args)
     assert again.returncode == 0, again.stdout + again.stderr
     log = open(os.path.join(run_dir, "train.log")).read()
     assert "skipped ckpt-0" in log and "its save was cut short" in log
@@ -313,14 +321,16 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 @pytest.mark.timeout(900)
 def test_a_run_killed_after_recording_its_rollback_is_continued_not_called_diverged_again(
-        tmp_path):
+        tmp_path, monkeypatch):
     """The trainer records the rollback and the advised changes in results.json, then deletes
     diverged.json: a kill between the two leaves both. The study continues such a run (it had
-    called it 'diverged again' and skipped it for good), and the rollback is recorded once."""
+    called it 'diverged again' and skipped it for good), and the rollback is recorded once. The
+    run killed is a process; the study's launches run in process."""
+    study_runs_in_process(monkeypatch)
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--train_steps=6", "--learning_rate=1e9", "--checkpoint_every=1",
             *SYNTHETIC]
-    assert run_cli("ablate.py", *args).returncode == 2
+    assert run_main("ablate.py", *args).returncode == 2
     (run_dir,) = glob.glob(os.path.join(root, "cifar10", "*", "seed-0"))
     command = json.load(open(os.path.join(run_dir, "study_status.json")))["command"]
     advice = json.load(open(os.path.join(run_dir, "diverged.json")))["retry_with"].split()
@@ -331,9 +341,9 @@ def test_a_run_killed_after_recording_its_rollback_is_continued_not_called_diver
     assert killed.returncode == 9, killed.stderr[-2000:]
     assert os.path.exists(os.path.join(run_dir, "diverged.json"))
     assert len(json.load(open(os.path.join(run_dir, "results.json")))["rollbacks"]) == 1
-    again = run_cli("ablate.py", *args, "--follow_retry_advice")
+    again = run_main("ablate.py", *args, "--follow_retry_advice")
     assert again.returncode == 0, again.stdout + again.stderr
     results = json.load(open(os.path.join(run_dir, "results.json")))
     assert results["global_step"] == 6 and len(results["rollbacks"]) == 1, results["rollbacks"]
     assert not os.path.exists(os.path.join(run_dir, "diverged.json"))
-    assert "‡" in run_cli("report.py", f"--root={root}").stdout
+    assert "‡" in run_main("report.py", f"--root={root}").stdout

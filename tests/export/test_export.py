@@ -20,7 +20,7 @@ from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.training.trainer import Trainer
-from tests.helpers import ROOT, count_reads, run_cli, tiny_config
+from tests.helpers import ROOT, count_reads, run_main, tiny_config
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -114,7 +114,7 @@ def test_cifar_export_gives_the_runs_top1_in_a_fresh_process(tmp_path):
     assert len(labels) == 20 and results["history"][-1]["eval_examples"] == 20
     np.savez(tmp_path / "test.npz", images=images, labels=labels)
 
-    p = run_cli("export.py", f"--model_dir={run_dir}", f"--export_dir={exp}")
+    p = run_main("export.py", f"--model_dir={run_dir}", f"--export_dir={exp}")
     assert p.returncode == 0, p.stderr
     assert "exporting ckpt-6 (step 6)" in p.stdout
     assert sorted(os.listdir(exp)) == sorted(["saved_model", "model.keras", "model_card.md",
@@ -153,7 +153,7 @@ def test_cifar_export_gives_the_runs_top1_in_a_fresh_process(tmp_path):
         files[-1].write_bytes(tf.io.encode_png(images[i]).numpy())
     files.append(tmp_path / "big.png")
     files[-1].write_bytes(tf.io.encode_png(np.zeros((40, 48, 3), np.uint8)).numpy())
-    p = run_cli("predict.py", f"--export_dir={exp}", "--resize", *map(str, files))
+    p = run_main("predict.py", f"--export_dir={exp}", "--resize", *map(str, files))
     assert p.returncode == 0, p.stderr
     lines = p.stdout.strip().splitlines()
     assert len(lines) == 3 * 6
@@ -429,7 +429,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, case, expected):
     elif case == "export_not_writable":
         exp = _unwritable(tmp_path)
     before = sorted(os.listdir(tmp_path))
-    p = run_cli("export.py", f"--model_dir={run_dir}", f"--export_dir={exp}", *extra, timeout=60)
+    p = run_main("export.py", f"--model_dir={run_dir}", f"--export_dir={exp}", *extra, timeout=60)
     assert expected in _one_line_error(p)
     assert sorted(os.listdir(tmp_path)) == before
     assert case != "export_not_empty" or os.listdir(exp) == ["mine.txt"]
@@ -449,14 +449,14 @@ def test_predict_refuses_bad_images_in_one_line(tmp_path, finished_run):
         predict.read_images([str(tmp_path / "missing.png")], meta)
     text = tmp_path / "notes.png"
     text.write_text("not an image")
-    p = run_cli("predict.py", f"--export_dir={exp}", str(text), timeout=120)
+    p = run_main("predict.py", f"--export_dir={exp}", str(text), timeout=120)
     assert f"{text} is not a PNG, JPEG, GIF, BMP or WebP image" in _one_line_error(p)
     assert p.stdout == ""
-    p = run_cli("predict.py", f"--export_dir={tmp_path}", str(wrong), timeout=60)
+    p = run_main("predict.py", f"--export_dir={tmp_path}", str(wrong), timeout=60)
     assert "holds no export" in _one_line_error(p)
 
 
 def test_entry_points_have_help():
     for script, flag in (("export.py", "--model_dir"), ("predict.py", "--export_dir")):
-        p = run_cli(script, "--help", timeout=60)
+        p = run_main(script, "--help", timeout=60)
         assert p.returncode == 0 and flag in p.stdout and "Traceback" not in p.stderr, p.stderr

@@ -20,7 +20,7 @@ from PIL import Image
 from resnet_nobn.data import images
 from resnet_nobn.errors import UserError
 from resnet_nobn.export import predict, writer
-from tests.helpers import ROOT, copy_of, run_cli, start_cli
+from tests.helpers import ROOT, copy_of, run_main, start_cli
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -86,7 +86,7 @@ def test_overwrite_of_the_run_directory_is_one_line_from_the_command(tmp_path, m
     shutil.copytree(made / "runs", tmp_path / "runs")
     before = _tree(tmp_path)
     for target in ("runs/run", "runs", "runs/run/"):
-        p = run_cli("export.py", f"--model_dir={tmp_path}/runs/run",
+        p = run_main("export.py", f"--model_dir={tmp_path}/runs/run",
                     f"--export_dir={tmp_path}/{target}", "--overwrite", timeout=120)
         assert "--model_dir" in _one_line_error(p)
     assert _tree(tmp_path) == before
@@ -145,7 +145,7 @@ def test_a_results_json_that_is_not_a_runs_is_said_and_the_card_takes_nothing_fr
 def test_a_path_tensorflow_would_glob_is_refused_before_any_work(tmp_path, made):
     run_dir = made / "runs" / "run"
     for name in ("exp[1]", "exp*", "what?"):
-        p = run_cli("export.py", f"--model_dir={run_dir}", f"--export_dir={tmp_path / name}",
+        p = run_main("export.py", f"--model_dir={run_dir}", f"--export_dir={tmp_path / name}",
                     timeout=120)
         assert "glob pattern" in _one_line_error(p)
     assert os.listdir(tmp_path) == []
@@ -177,7 +177,7 @@ def test_label_names_reach_the_terminal_escaped(tmp_path, made):
     names = [f"\x1b[2J\x1b]0;pwned\x07class{i}\u202e" for i in range(10)]
     (exp / "labels.txt").write_text("".join(n + "\n" for n in names), encoding="utf-8")
     image = _png(tmp_path, "a\x1bb.png", np.zeros((32, 32, 3), np.uint8))
-    p = run_cli("predict.py", f"--export_dir={exp}", image, timeout=120)
+    p = run_main("predict.py", f"--export_dir={exp}", image, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "\x1b" not in p.stdout and "\x07" not in p.stdout and "\u202e" not in p.stdout
     assert "\\x1b[2J\\x1b]0;pwned\\x07class" in p.stdout and "\\u202e (class" in p.stdout
@@ -192,7 +192,7 @@ def test_an_error_line_escapes_the_names_it_quotes(tmp_path, made):
     for script, args in (("predict.py", [f"--export_dir={made / 'exp4'}", str(bad)]),
                          ("export.py", [f"--model_dir={tmp_path / 'no'}\x1b]0;x\x07",
                                         f"--export_dir={tmp_path / 'e'}"])):
-        p = run_cli(script, *args, timeout=120)
+        p = run_main(script, *args, timeout=120)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert "\x1b" not in p.stderr and "\x07" not in p.stderr, p.stderr
         assert "\\x1b]0;x\\x07" in p.stderr, p.stderr
@@ -260,7 +260,7 @@ def test_an_export_that_is_not_what_it_says_is_refused_in_one_line(tmp_path, mad
     elif case == "not_json":
         meta_path.write_text("{")
     image = _png(tmp_path, "a.png", np.zeros((32, 32, 3), np.uint8))
-    p = run_cli("predict.py", f"--export_dir={exp}", image, timeout=120)
+    p = run_main("predict.py", f"--export_dir={exp}", image, timeout=120)
     assert expected in _one_line_error(p)
     assert p.stdout == ""
 
@@ -301,7 +301,7 @@ def test_an_image_past_the_pixel_limit_is_refused_before_decoding(tmp_path, made
     """A 1 MB PNG that decodes to 60 million pixels (as today's decode_image would, in full)."""
     big = _big_png(tmp_path / "big.png", 10_000, 6_000)
     assert os.path.getsize(big) < 2_000_000
-    p = run_cli("predict.py", f"--export_dir={made / 'exp4'}", "--resize", big, timeout=120)
+    p = run_main("predict.py", f"--export_dir={made / 'exp4'}", "--resize", big, timeout=120)
     line = _one_line_error(p)
     assert f"big.png is a PNG of 10000x6000 pixels, more than predict's limit of " \
            f"{predict.MAX_PIXELS:,} pixels" in line, line

@@ -8,7 +8,7 @@ import pytest
 from resnet_nobn.errors import TrainingDiverged, UserError
 from resnet_nobn.export import writer
 from resnet_nobn.training import trainer
-from tests.helpers import run_cli, tiny_config
+from tests.helpers import run_main, tiny_config
 
 
 @pytest.mark.slow
@@ -17,7 +17,7 @@ def test_a_run_that_diverged_in_its_first_loop_is_not_exported_as_trained(tmp_pa
     with pytest.raises(TrainingDiverged):
         trainer.train(tiny_config(run_dir, train_steps=8, steps_per_loop=4, log_every=4,
                                   learning_rate=1e6))
-    p = run_cli("export.py", f"--model_dir={run_dir}", f"--export_dir={tmp_path / 'exp'}")
+    p = run_main("export.py", f"--model_dir={run_dir}", f"--export_dir={tmp_path / 'exp'}")
     assert p.returncode == 2, (p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "ckpt-0" in lines[0] and "initialisation" in lines[0], p.stderr

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import run_cli, tiny_config
+from helpers import run_cli, run_main, tiny_config
 from resnet_nobn.study import progress
 from resnet_nobn.training import rundir
 from test_study import ARGS
@@ -153,6 +153,8 @@ def test_a_line_said_while_the_ticker_reads_comes_after_its_lines(tmp_path, monk
 
 @pytest.mark.slow
 def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
+    """The study and its runs are processes here: its progress lines are read while another
+    process trains."""
     # 100 steps of the tiny net last about 2 s on an idle 2-core machine (logged every 2 steps,
     # read every 0.1 s): ticks enough in each run's middle without paying for longer runs
     root = tmp_path / "study"
@@ -172,7 +174,7 @@ def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
     assert any(re.search(r"0 of 2 runs finished, 1 running; time left \d+:\d\d:\d\d$", l)
                for l in study), study
     # the same study's runs, read once (as for the jobs of --print_commands): all finished
-    once = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--train_steps=100",
-                   "--progress", *ARGS)
+    once = run_main("ablate.py", f"--root={root}", "--seeds=0,1", "--train_steps=100",
+                    "--progress", *ARGS)
     assert once.returncode == 0 and once.stdout.splitlines() == [
         "progress: study: 2 of 2 runs finished, 0 running; time left 0:00:00"], once.stdout

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import ROOT, TINY, run_cli, tiny_config
+from helpers import ROOT, TINY, run_main, study_runs_in_process, tiny_config
 from resnet_nobn.study import grid, hparams, launcher, report
 
 ARGS = [*TINY, "--batch_size=16", "--eval_every=2", "--log_every=2", "--run_timeout=240"]
@@ -40,10 +40,11 @@ def test_grid_resolves_auto_init_names_runs_and_drops_duplicates(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_configuration_study_runs_skips_and_reports(tmp_path):
+def test_two_configuration_study_runs_skips_and_reports(tmp_path, monkeypatch):
+    study_runs_in_process(monkeypatch)
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--vary_norm=none,batch", "--train_steps=4"] + ARGS
-    first = run_cli("ablate.py", *args)
+    first = run_main("ablate.py", *args)
     assert first.returncode == 0, first.stderr[-2000:]
     runs = {n: os.path.join(root, "cifar10", n, "seed-0")
             for n in ("norm-none_init-identity_head-random_blocks-1",
@@ -58,12 +59,12 @@ def test_two_configuration_study_runs_skips_and_reports(tmp_path):
 
     # a re-run skips both finished configurations: nothing is trained again
     mtimes = {d: os.path.getmtime(os.path.join(d, "results.json")) for d in runs.values()}
-    again = run_cli("ablate.py", *args)
+    again = run_main("ablate.py", *args)
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.count("finished, skipped") == 2
     assert mtimes == {d: os.path.getmtime(os.path.join(d, "results.json")) for d in runs.values()}
 
-    rep = run_cli("report.py", f"--root={root}", timeout=120)
+    rep = run_main("report.py", f"--root={root}", timeout=120)
     assert rep.returncode == 0, rep.stderr[-2000:]
     rows = [l for l in rep.stdout.splitlines() if l.startswith("| cifar10")]
     assert len(rows) == 2
@@ -232,7 +233,7 @@ def test_report_takes_rows_without_eval_loss_and_marks_malformed_results(tmp_pat
 def test_ablate_root_that_is_a_file_is_one_line(tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    proc = run_cli("ablate.py", f"--root={a_file}", *ARGS, "--train_steps=2")
+    proc = run_main("ablate.py", f"--root={a_file}", *ARGS, "--train_steps=2")
     assert proc.returncode == 2 and "is a file" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and a_file.read_text() == "x"
 
@@ -259,7 +260,7 @@ def test_ablate_ignores_an_unrelated_config_json_under_its_root(tmp_path):
     root = tmp_path / "study"
     (root / "notes").mkdir(parents=True)
     (root / "notes" / "config.json").write_text('{"name": "my other program"}')
-    proc = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2", *ARGS)
+    proc = run_main("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2", *ARGS)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "--model_dir=" in proc.stdout
 
@@ -277,7 +278,7 @@ def test_report_says_each_foreign_or_malformed_file_in_one_line(tmp_path):
     results = json.load(open(path))
     results["top1_error"] = "0.08"  # a string where a number belongs
     json.dump(results, open(path, "w"))
-    rep = run_cli("report.py", f"--root={root}", timeout=120)
+    rep = run_main("report.py", f"--root={root}", timeout=120)
     assert rep.returncode == 0 and "Traceback" not in rep.stderr, rep.stderr[-2000:]
     warnings = rep.stderr.strip().splitlines()
     assert len(warnings) == 3, warnings
@@ -292,7 +293,7 @@ def test_report_refuses_an_unknown_out_png_extension_before_writing(tmp_path):
     root = str(tmp_path / "study")
     _fake_run(root, "ours", 0, 0.07)
     md = tmp_path / "out.md"
-    rep = run_cli("report.py", f"--root={root}", f"--out_md={md}", f"--out_png={tmp_path}/fig.xyz",
+    rep = run_main("report.py", f"--root={root}", f"--out_md={md}", f"--out_png={tmp_path}/fig.xyz",
                   timeout=120)
     assert rep.returncode == 2 and rep.stderr.count("\n") == 1, rep.stderr[-2000:]
     assert ".xyz is not a figure format" in rep.stderr and not md.exists()
@@ -431,7 +432,7 @@ def test_a_run_killed_by_its_timeout_after_it_finished_is_finished_and_a_longer_
 
 def test_a_grid_of_no_run_is_refused_in_one_line(tmp_path):
     root = tmp_path / "study"
-    proc = run_cli("ablate.py", f"--root={root}", "--vary_norm=batch", "--vary_init=fixup",
+    proc = run_main("ablate.py", f"--root={root}", "--vary_norm=batch", "--vary_init=fixup",
                    "--train_steps=2", *ARGS)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
     assert "the grid has no run: init fixup runs without BN only" in proc.stderr
@@ -539,18 +540,18 @@ def test_an_unfinished_run_is_in_no_statistic_and_the_footnote_names_its_state(t
 @pytest.mark.timeout(300)
 def test_print_commands_prints_what_the_study_would_launch_and_says_why_not_the_others(tmp_path):
     args = [f"--root={tmp_path / 'study'}", "--print_commands", "--train_steps=2", *ARGS]
-    first = run_cli("ablate.py", *args)
+    first = run_main("ablate.py", *args)
     assert first.returncode == 0, first.stderr[-2000:]
     model_dir = first.stdout.split("--model_dir=")[1].split()[0]
     assert not os.path.exists(tmp_path / "study")  # a dry run writes nothing
     os.makedirs(model_dir)
     json.dump(dict(step=1, retry_with="--learning_rate=0.005"),
               open(os.path.join(model_dir, "diverged.json"), "w"))
-    diverged = run_cli("ablate.py", *args)
+    diverged = run_main("ablate.py", *args)
     assert diverged.returncode == 0 and "--model_dir=" not in diverged.stdout, diverged.stdout
     assert (f"# {model_dir}: diverged, skipped (--follow_retry_advice continues it with "
             "--learning_rate=0.005)") in diverged.stderr
-    followed = run_cli("ablate.py", *args, "--follow_retry_advice")
+    followed = run_main("ablate.py", *args, "--follow_retry_advice")
     assert followed.returncode == 0 and followed.stderr == "", followed.stderr
     assert followed.stdout.strip().endswith(f"--model_dir={model_dir} --learning_rate=0.005")
 
@@ -572,9 +573,9 @@ def test_report_writes_its_table_into_a_new_directory_and_names_the_fix_for_a_ba
     root = str(tmp_path / "study")
     _fake_run(root, "ours", 0, 0.07)
     md = tmp_path / "reports" / "table2" / "report.md"
-    rep = run_cli("report.py", f"--root={root}", f"--out_md={md}", timeout=120)
+    rep = run_main("report.py", f"--root={root}", f"--out_md={md}", timeout=120)
     assert rep.returncode == 0 and md.exists(), rep.stderr[-2000:]
-    missing = run_cli("report.py", f"--root={tmp_path / 'nope'}", timeout=120)
+    missing = run_main("report.py", f"--root={tmp_path / 'nope'}", timeout=120)
     (line,) = missing.stderr.splitlines()
     assert missing.returncode == 2 and line.startswith("error: --root=") and "; give the" in line
 

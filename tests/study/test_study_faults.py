@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from helpers import TINY_NET, run_cli, tiny_config
+from helpers import TINY_NET, run_main, study_runs_in_process, tiny_config
 from resnet_nobn.errors import UserError
 from resnet_nobn.study import grid, launcher, report
 
@@ -81,19 +81,20 @@ def test_a_study_whose_root_fills_says_so_in_one_line(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_two_studies_with_other_base_flags_do_not_share_a_root(tmp_path):
+def test_two_studies_with_other_base_flags_do_not_share_a_root(tmp_path, monkeypatch):
+    study_runs_in_process(monkeypatch)
     root = tmp_path / "study"
-    dry = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
+    dry = run_main("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
                   "--learning_rate=0.01", *ARGS)
     assert dry.returncode == 0 and not root.exists(), dry.stderr[-2000:]  # a dry run writes nothing
-    first = run_cli("ablate.py", f"--root={root}", "--train_steps=2", "--learning_rate=0.01", *ARGS)
+    first = run_main("ablate.py", f"--root={root}", "--train_steps=2", "--learning_rate=0.01", *ARGS)
     assert first.returncode == 0, first.stderr[-2000:]
-    second = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
+    second = run_main("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
                      "--learning_rate=0.02", *ARGS)
     assert second.returncode == 2 and len(second.stderr.strip().splitlines()) == 1, second.stderr
     assert "learning_rate: 0.01 there, 0.02 here" in second.stderr, second.stderr
     # a study that varies the learning rate names it in its runs' directories: it may share it
-    third = run_cli("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
+    third = run_main("ablate.py", f"--root={root}", "--print_commands", "--train_steps=2",
                     "--vary_learning_rate=0.01,0.02", *ARGS)
     assert third.returncode == 0, third.stderr[-2000:]
 
@@ -103,7 +104,7 @@ def test_a_study_root_that_is_a_broken_link_is_one_line(tmp_path, target):
     root = tmp_path / "study"
     os.symlink(str(root) if target == "loop" else target, root)
     for script in ("ablate.py", "report.py"):
-        p = run_cli(script, f"--root={root}", *(ARGS if script == "ablate.py" else []))
+        p = run_main(script, f"--root={root}", *(ARGS if script == "ablate.py" else []))
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert "symbolic link" in p.stderr and str(root) in p.stderr, p.stderr
 

@@ -10,7 +10,7 @@ from resnet_nobn.training.recovery import warmup_rule
 from resnet_nobn.training import steps
 from resnet_nobn.training.steps import adaptive_clip
 from resnet_nobn.training.trainer import Trainer
-from tests.helpers import run_cli, tiny_config
+from tests.helpers import run_main, tiny_config
 
 # The networks the remedies are off on: the paper's, Fixup's blocks with the random head (the
 # network --init=fixup built before --scalar_lr_factor), SkipInit's, the paper's under --clip_norm.
@@ -122,7 +122,7 @@ def test_two_replicas_equal_one_device_with_the_remedy(tmp_path, kw):
     (["--scalar_lr_factor=0.1", "--norm=batch"], "has no trainable scalars"),
 ])
 def test_bad_values_are_one_line_and_write_nothing(tmp_path, args, message):
-    proc = run_cli("cifar_train.py", "--use_synthetic_data", f"--model_dir={tmp_path / 'run'}",
+    proc = run_main("cifar_train.py", "--use_synthetic_data", f"--model_dir={tmp_path / 'run'}",
                    *args)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
