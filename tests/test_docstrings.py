@@ -148,6 +148,10 @@ def test_help_of_recipes_lists_only_its_public_functions():
 
 @pytest.mark.parametrize("name", [n for n, obj in SYMBOLS.items() if examples(obj)])
 def test_the_examples_run(name, tmp_path, monkeypatch):
+    """Each example as written, in a directory of its own, tfds' default data directory there
+    too (load_dataset's example prepares Fashion-MNIST into it, not into the user's)."""
+    import tensorflow_datasets as tfds
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tfds.core.constants, "DATA_DIR", str(tmp_path / "tensorflow_datasets"))
     for code in examples(SYMBOLS[name]):
         exec(compile(code, f"<{name} example>", "exec"), {"__name__": "__example__"})

@@ -313,26 +313,61 @@ def _blocks(page):
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
 
 
+def _image_folder(root, classes=((0, "t_shirt"), (1, "trouser"), (8, "bag")), sizes=(300, 90)):
+    """The page's folder of your own images: Fashion-MNIST's `classes` as PNG files, `sizes`
+    training and test images each (Debian's idx files)."""
+    from PIL import Image
+
+    from resnet_nobn.data import fashion_mnist
+    for split, n in zip(("train", "test"), sizes):
+        x, y = fashion_mnist.read_split(fashion_mnist.SOURCE, split)
+        for label, name in classes:
+            (root / split / name).mkdir(parents=True)
+            for i, j in enumerate(np.flatnonzero(y == label)[:n]):
+                Image.fromarray(x[j]).save(root / split / name / f"{i}.png")
+
+
 @pytest.mark.slow
-def test_the_library_pages_code_runs_as_printed_and_loads_in_a_fresh_process(tmp_path):
-    train, load = _blocks("library.md")
-    p = _python(train, tmp_path)
+def test_the_library_pages_code_runs_as_printed_and_learns(tmp_path):
+    """docs/library.md's blocks, as printed, in fresh processes: the first model leaves chance on
+    Fashion-MNIST within its 400 steps and loads in another process without custom_objects; the
+    folder's model leaves chance on a folder of PNGs; the recipe block prints what it says."""
+    first, load, folder, recipe = _blocks("library.md")
+    env = dict(ENV, TFDS_DATA_DIR=str(tmp_path / "tfds"))  # tfds' default directory, prepared here
+    def run(code):
+        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=900)
+    p = run(first)
     assert p.returncode == 0, p.stderr[-3000:]
+    curve = re.findall(r"accuracy: ([\d.]+) - loss: ([\d.]+) - val_accuracy: ([\d.]+)", p.stdout)
+    assert len(curve) == 8, p.stdout[-3000:]  # the learning curve: one line per 50 steps
+    assert abs(float(curve[0][1]) - np.log(10)) < 0.05  # at chance first (the page says why)
     loss, accuracy = eval(p.stdout.strip().splitlines()[-1])
-    assert np.isfinite(loss) and 0 <= accuracy <= 1
-    assert (tmp_path / "resnet_nobn.keras").exists()
-    p = _python(load, tmp_path)
+    assert accuracy > 0.5, p.stdout[-3000:]  # and well away from it after 400 steps
+    p = run(load)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert 0 <= int(p.stdout.strip().splitlines()[-1]) < 10
+    predicted = p.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\[[\d ]+\] \[[\d ]+\]", predicted), predicted
+    _image_folder(tmp_path / "my_images")
+    p = run(folder)
+    assert p.returncode == 0, p.stderr[-3000:]
+    names, evaluated = re.fullmatch(r"(\(.*\)) (\[.*\])", p.stdout.strip().splitlines()[-1]).groups()
+    names, (loss, accuracy) = eval(names), eval(evaluated)
+    assert names == ("bag", "t_shirt", "trouser") and accuracy > 0.6, p.stdout[-3000:]
+    assert (tmp_path / "my_images.keras").exists()
+    p = run(recipe)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip().splitlines()[-1] == "(1500, 2500) (16, 32, 64) 0.8"
 
 
 @pytest.mark.slow
 def test_the_example_script_fits_and_saves(tmp_path):
     p = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py"), "--synthetic",
-                 "--steps=3", "--batch_size=16", "--train_size=40", "--test_size=32",
+                 "--steps=4", "--batch_size=16", "--train_size=40", "--test_size=32",
                  "--widths=8,16,32", f"--save={tmp_path / 'm.keras'}"], tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert re.search(r"test accuracy [\d.]+ +loss [\d.]+ +after 3 steps", p.stdout), p.stdout
+    assert re.search(r"test accuracy [\d.]+ +loss [\d.]+ +after 4 steps", p.stdout), p.stdout
     assert (tmp_path / "m.keras").exists()
-    no_data = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py")], tmp_path)
-    assert no_data.returncode == 2 and "--data_dir" in no_data.stderr
+    too_short = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py"), "--steps=3"],
+                        tmp_path)
+    assert too_short.returncode == 2 and "--steps=3: give at least 4" in too_short.stderr

@@ -89,10 +89,13 @@ def load_dataset(name, split="train", batch_size=128, data_dir=None, seed=0,
 
     ```python
     import resnet_nobn
-    train = resnet_nobn.load_dataset("fashion_mnist", "train", batch_size=128)
-    test = resnet_nobn.load_dataset("fashion_mnist", "test", batch_size=128)
-    model = resnet_nobn.ImageClassifier.from_preset("fashion_mnist")
-    model.fit(train, steps_per_epoch=train.num_examples // 128, epochs=2, validation_data=test)
+    train = resnet_nobn.load_dataset("fashion_mnist", "train", batch_size=8)
+    test = resnet_nobn.load_dataset("fashion_mnist", "test", batch_size=8)
+    images, labels = next(iter(train))
+    assert images.shape == (8, 32, 32, 3) and images.dtype == "uint8"
+    model = resnet_nobn.ImageClassifier.from_preset(
+        "fashion_mnist", widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+    model.fit(train, steps_per_epoch=2, epochs=1, validation_data=test.take(1), verbose=0)
     ```
     """
     batch_size, seed = _checked(name, split, batch_size, data_dir, seed, crop_padding)

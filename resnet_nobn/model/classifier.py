@@ -183,7 +183,25 @@ class ImageClassifier(keras.Model):
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved (Keras' own, which skips a custom `compile`),
-        its optimizer built so that its saved state loads."""
+        its optimizer built so that its saved state loads. Keras calls it on loading.
+
+        Args:
+            config: the `compile` arguments Keras saved (`get_compile_config()`).
+
+        Returns:
+            None.
+
+        Examples:
+
+        ```python
+        import resnet_nobn
+        model = resnet_nobn.ImageClassifier.from_preset(
+            "cifar10", widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+        other = resnet_nobn.ImageClassifier(model.config, compile=False)
+        other.compile_from_config(model.get_compile_config())
+        assert other.optimizer.momentum == 0.9
+        ```
+        """
         self.compile(**keras.saving.deserialize_keras_object(config))
         self.optimizer.build(self.trainable_variables)
 
@@ -239,6 +257,22 @@ class ImageClassifier(keras.Model):
                            name="backbone")
 
     def get_config(self):
+        """What `from_config` rebuilds the classifier from (its weights are saved apart):
+        Keras' `.keras` files hold it.
+
+        Returns:
+            A JSON-serializable dict: the dataset, the `ModelConfig` and recipe as dicts, the
+            seed, and the standardisation's `mean` and `std` (None: per image).
+
+        Examples:
+
+        ```python
+        import resnet_nobn
+        model = resnet_nobn.ImageClassifier.from_preset(
+            "cifar10", widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+        assert model.get_config()["config"]["widths"] == [8, 16, 32]
+        ```
+        """
         return {"name": self.name, "trainable": self.trainable, "dataset": self.dataset,
                 "config": json.loads(json.dumps(dataclasses.asdict(self.config))),
                 "recipe": self.recipe.to_json(), "seed": self.seed,
@@ -247,6 +281,25 @@ class ImageClassifier(keras.Model):
 
     @classmethod
     def from_config(cls, config):
+        """The classifier `get_config` describes, with new initial weights (Keras then loads the
+        saved ones), uncompiled (Keras then compiles it as saved: `compile_from_config`).
+
+        Args:
+            config: a dict of `get_config`.
+
+        Returns:
+            An `ImageClassifier`.
+
+        Examples:
+
+        ```python
+        import resnet_nobn
+        model = resnet_nobn.ImageClassifier.from_preset(
+            "cifar10", widths=(8, 16, 32), blocks_per_stage=1, stem_width=8)
+        again = resnet_nobn.ImageClassifier.from_config(model.get_config())
+        assert again.config == model.config
+        ```
+        """
         config = dict(config)
         config["config"] = ModelConfig(**config["config"])
         config["recipe"] = TrainConfig.from_json(config["recipe"])
