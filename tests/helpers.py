@@ -103,6 +103,21 @@ def _flag_state(state=None):
                 {m: list(v) for m, v in state[k].items()}) for k in _FLAG_STATE}
 
 
+def _absl_only(state):
+    """`state` (a `_flag_state` copy) with only the flags absl's own modules define: what an entry
+    point finds in a fresh interpreter, whatever this process imported before it (a module of
+    experiments/ defines flags of the same names at import, as its own entry point)."""
+    state = _flag_state(state)
+    by_module = {m: fl for m, fl in state["__flags_by_module"].items() if m.startswith("absl")}
+    kept = {id(f) for fl in by_module.values() for f in fl}
+    state["__flags"] = {n: f for n, f in state["__flags"].items() if id(f) in kept}
+    state["__hiddenflags"] = {n for n in state["__hiddenflags"] if n in state["__flags"]}
+    state["__flags_by_module"] = by_module
+    for key in ("__flags_by_module_id", "__key_flags_by_module"):
+        state[key] = {m: [f for f in fl if id(f) in kept] for m, fl in state[key].items()}
+    return state
+
+
 def run_main(script, *args, env=None, timeout=None):
     """Runs run/<script> with `args` in this process, as `python run/<script> args` would run it
     (its module executed as __main__, absl's flags parsed from argv, its exit status from
@@ -120,11 +135,12 @@ def run_main(script, *args, env=None, timeout=None):
 
     from absl import flags
     path = os.path.join(ROOT, "run", script)
-    saved_flags = _flag_state()
-    if not _OUTSIDE:
-        _OUTSIDE.append(saved_flags)
-    else:  # inside another entry point (a study's run): only the flags from outside them all
-        flags.FLAGS.__dict__.update(_flag_state(_OUTSIDE[0]))
+    saved_flags, outermost = _flag_state(), not _OUTSIDE
+    if outermost:
+        _OUTSIDE.append(_absl_only(saved_flags))
+    # absl's own flags only, as a fresh interpreter has them (inside another entry point, a
+    # study's run, too: none of the outer one's)
+    flags.FLAGS.__dict__.update(_flag_state(_OUTSIDE[0]))
     saved_env, saved_argv, saved_path = dict(os.environ), sys.argv, list(sys.path)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
@@ -160,7 +176,7 @@ def run_main(script, *args, env=None, timeout=None):
             os.close(saved)
         flags.FLAGS.unparse_flags()
         flags.FLAGS.__dict__.update(saved_flags)
-        if _OUTSIDE and _OUTSIDE[0] is saved_flags:
+        if outermost:
             _OUTSIDE.clear()
         os.environ.clear()
         os.environ.update(saved_env)
