@@ -319,7 +319,8 @@ def test_a_second_run_on_the_same_model_dir_is_refused(tmp_path):
          "--checkpoint_every=100000", f"--model_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     try:
-        assert "step 2/" in "".join(first.stdout.readline() for _ in range(3))  # it is training
+        said = "".join(first.stdout.readline() for _ in range(4))  # its start-up and plan lines,
+        assert "step 2/" in said, said                              # then it is training
         proc = run_main("cifar_train.py", *ARGS, "--train_steps=4", f"--model_dir={tmp_path}")
         _assert_one_line_error(proc, "is in use by pid", str(first.pid))
         assert proc.returncode == 2
