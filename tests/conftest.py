@@ -89,3 +89,15 @@ def diverged_run(tmp_path_factory):
         assert (where / "message.txt").exists(), "the run did not diverge"
     where = _made_once(tmp_path_factory, "diverged_run", make)
     return where / "run", (where / "message.txt").read_text()
+
+
+@pytest.fixture(scope="session")
+def fashion_mnist_tfds(tmp_path_factory):
+    """A tfds data directory holding the whole Fashion-MNIST, prepared once a session from Debian's
+    idx files (resnet_nobn/data/fashion_mnist.py), for tests that read the real images as a user's
+    tfds directory holds them (docs/library.md's blocks, load_dataset's example); tests of the
+    preparation itself prepare their own."""
+    def make(where):
+        from resnet_nobn.data import prepare
+        prepare.prepare(prepare.tfds_builder("fashion_mnist", str(where)))
+    return str(_made_once(tmp_path_factory, "fashion_mnist_tfds", make))

@@ -328,12 +328,12 @@ def _image_folder(root, classes=((0, "t_shirt"), (1, "trouser"), (8, "bag")), si
 
 
 @pytest.mark.slow
-def test_the_library_pages_code_runs_as_printed_and_learns(tmp_path):
+def test_the_library_pages_code_runs_as_printed_and_learns(tmp_path, fashion_mnist_tfds):
     """docs/library.md's blocks, as printed, in fresh processes: the first model leaves chance on
     Fashion-MNIST within its 400 steps and loads in another process without custom_objects; the
     folder's model leaves chance on a folder of PNGs; the recipe block prints what it says."""
     first, load, folder, recipe = _blocks("library.md")
-    env = dict(ENV, TFDS_DATA_DIR=str(tmp_path / "tfds"))  # tfds' default directory, prepared here
+    env = dict(ENV, TFDS_DATA_DIR=fashion_mnist_tfds)  # tfds' default directory, prepared there
     def run(code):
         return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=900)
