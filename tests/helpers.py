@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from resnet_nobn.config import TrainConfig
 from resnet_nobn.config import ModelConfig
 
@@ -350,3 +352,21 @@ def poison_optimizer_slots(prefix):
             tensors[i] = np.full_like(tensors[i], np.nan)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=tensors)
+
+
+def bfloat16_convolutions():
+    """Whether this CPU's TensorFlow (oneDNN) runs a bfloat16 convolution: AVX-512 CPUs do; an
+    AVX2-only one (or oneDNN capped there, ONEDNN_MAX_CPU_ISA=AVX2) refuses it, and a run there
+    is told so in one line (resnet_nobn/training/failures.py)."""
+    import tensorflow as tf
+    try:
+        tf.nn.conv2d(tf.zeros((1, 4, 4, 1), tf.bfloat16), tf.zeros((3, 3, 1, 1), tf.bfloat16), 1,
+                     "SAME")
+        return True
+    except tf.errors.OpError:
+        return False
+
+
+# A mark for a test that trains in bfloat16: skipped where this CPU has no bfloat16 convolution.
+NEEDS_BFLOAT16 = pytest.mark.skipif(not bfloat16_convolutions(),
+                                    reason="this CPU's oneDNN has no bfloat16 convolution (AVX2)")

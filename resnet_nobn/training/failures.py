@@ -4,8 +4,9 @@ leaves behind, and saying so, is the trainer's.
 Before the run (`check_model_dir`): a --model_dir that is empty, a glob pattern or a file, or
 (it or its ckpt/, train/, eval/) a symbolic link that loops or points to nothing. During it
 (`explain`): a full disk or an exhausted quota, wherever a write meets it (a checkpoint,
-TensorBoard's event files, results.json), named with the disk and the file; memory exhausted; a file system that refuses the write; a damaged shard of
-the data; a peer worker gone.
+TensorBoard's event files, results.json), named with the disk and the file; memory exhausted; a
+file system that refuses the write; bfloat16 on a CPU without bfloat16 convolutions (AVX2 only); a
+damaged shard of the data; a peer worker gone.
 """
 import os
 
@@ -75,6 +76,10 @@ def explain(e, cfg: TrainConfig, inp=None, peer=None):
         where, reason = refused
         return UserError(f"cannot write the run in --model_dir={cfg.model_dir}: {reason} "
                          f"({where}); fix permissions or use another --model_dir"), True
+    if cfg.mixed_precision == "bfloat16" and "could not create a primitive descriptor" in str(e):
+        return UserError("--mixed_precision=bfloat16: this CPU's TensorFlow (oneDNN) has no "
+                         "bfloat16 convolution (it needs AVX-512); train without the flag here "
+                         "(float32), or in bfloat16 on a GPU"), True
     damaged = inputs.read_error(e, inp) if inp is not None else None
     if damaged is not None:  # a shard of a tfds directory read while training
         return damaged, False

@@ -28,7 +28,9 @@ def test_losses_and_weights_agree_after_20_steps(parity):
     assert project[-1, 0] < project[0, 0] - 0.2  # it trained: the comparison is not of a still net
     np.testing.assert_allclose(other, project, rtol=0, atol=1e-5)
     assert len(parity["weights"]) == 26  # every trainable variable of the 1-block net compared
-    assert max(rel for _, _, rel in parity["weights"]) < 1e-4
+    # the experiment's own tolerance: 20 steps of float32 rounding, which differs by CPU (1.8e-4
+    # with oneDNN on AVX2, under 1e-4 on AVX-512); its mutations below are far outside it
+    assert max(rel for _, _, rel in parity["weights"]) < fixup_parity.WEIGHT_TOL
     assert fixup_parity.verdict(parity)[0]
 
 

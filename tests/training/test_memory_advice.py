@@ -48,6 +48,19 @@ def test_out_of_memory_while_training_names_the_batch_the_depth_and_the_widths()
                                    "8,16,32)")
 
 
+def test_bfloat16_on_a_cpu_without_its_convolution_is_one_line_naming_the_flag():
+    """oneDNN on an AVX2-only CPU cannot make a bfloat16 convolution (as seen with
+    ONEDNN_MAX_CPU_ISA=AVX2); the run says so, not TensorFlow's traceback. The same error in a
+    float32 run is no such fault."""
+    e = tf.errors.AbortedError(None, None, "Operation received an exception:Status: 3, message: "
+                               "could not create a primitive descriptor for the convolution "
+                               "forward propagation primitive.")
+    error, ends = failures.explain(e, _cfg().replace(mixed_precision="bfloat16"))
+    assert ends and str(error).startswith("--mixed_precision=bfloat16: this CPU's TensorFlow "
+                                          "(oneDNN) has no bfloat16 convolution")
+    assert failures.explain(e, _cfg())[0] is e
+
+
 @pytest.mark.parametrize("padding", [32, 100_000])
 def test_a_crop_padding_the_image_cannot_fill_is_refused_by_name(padding):
     with pytest.raises(ConfigError, match=rf"^TrainConfig\.crop_padding={padding} must be below "
