@@ -91,6 +91,15 @@ def diverged_run(tmp_path_factory):
     return where / "run", (where / "message.txt").read_text()
 
 
+def pytest_runtest_setup(item):
+    """A test marked `bfloat16` (tests.helpers.NEEDS_BFLOAT16) is skipped where this CPU's oneDNN
+    has no bfloat16 convolution (an AVX2-only CPU)."""
+    if item.get_closest_marker("bfloat16"):
+        from tests.helpers import bfloat16_convolutions
+        if not bfloat16_convolutions():
+            pytest.skip("this CPU's oneDNN has no bfloat16 convolution (AVX2)")
+
+
 @pytest.fixture(scope="session")
 def fashion_mnist_tfds(tmp_path_factory):
     """A tfds data directory holding the whole Fashion-MNIST, prepared once a session from Debian's
