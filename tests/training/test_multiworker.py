@@ -84,31 +84,12 @@ def cleanup():
                 p.wait()
 
 
-def test_two_workers_finish_with_identical_weights(tmp_path, cleanup):
+def test_sigkill_one_worker_then_restart_finishes_with_identical_weights(tmp_path, cleanup):
+    """A killed worker stops the chief; both restarted resume and finish with the same weights,
+    the chief alone having written the run (one launch of two workers to the end serves both;
+    from a fresh start, the workers' weights agree too: `worker_runs`)."""
     model_dir, dump = tmp_path / "run", tmp_path / "dump"
     dump.mkdir()
-    flags = ARGS + ["--train_steps=12", "--checkpoint_every=5", f"--model_dir={model_dir}"]
-    procs = _start(flags, local_cluster.free_ports(2), tmp_path, "ok", dump)
-    cleanup.append(procs)
-    assert _wait(procs, 150) == [0, 0], _logs(procs)
-    w0, w1 = np.load(dump / "task0.npz"), np.load(dump / "task1.npz")
-    assert len(w0.files) == len(w1.files) > 0
-    for k in w0.files:
-        np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
-    results = json.loads((model_dir / "results.json").read_text())
-    assert results["global_step"] == 12
-    assert results["num_replicas"] == 2
-    assert results["strategy"] in ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
-    # only the chief wrote anything (and holds the lock); the other worker's scratch is gone
-    written = sorted(os.listdir(model_dir))
-    hparams = [n for n in written if n.startswith("events.out.tfevents.")]  # the run's HParams
-    assert len(hparams) == 1, written  # one writer: the chief
-    assert [n for n in written if n not in hparams] == [".lock", "ckpt", "config.json", "eval",
-                                                        "results.json", "train"]
-
-
-def test_sigkill_one_worker_then_restart_finishes(tmp_path, cleanup):
-    model_dir = tmp_path / "run"
     ckpt = model_dir / "ckpt"
     flags = ARGS + ["--train_steps=40", "--checkpoint_every=5", f"--model_dir={model_dir}"]
     procs = _start(flags, local_cluster.free_ports(2), tmp_path, "first")
@@ -132,13 +113,25 @@ def test_sigkill_one_worker_then_restart_finishes(tmp_path, cleanup):
     killed_at = max(saved_steps())
     assert 10 <= killed_at < 40
 
-    procs = _start(flags, local_cluster.free_ports(2), tmp_path, "restart")
+    procs = _start(flags, local_cluster.free_ports(2), tmp_path, "restart", dump)
     cleanup.append(procs)
     assert _wait(procs, 150) == [0, 0], _logs(procs)
     assert f"resumed from {ckpt}/ckpt-{killed_at} at step {killed_at}" in procs[0].log.read_text()
+    w0, w1 = np.load(dump / "task0.npz"), np.load(dump / "task1.npz")
+    assert len(w0.files) == len(w1.files) > 0
+    for k in w0.files:
+        np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
     results = json.loads((model_dir / "results.json").read_text())
     assert results["global_step"] == 40
+    assert results["num_replicas"] == 2
+    assert results["strategy"] in ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
     assert not (model_dir / ".scratch").exists()
+    # only the chief wrote anything (and holds the lock); the other worker's scratch is gone
+    written = sorted(os.listdir(model_dir))
+    hparams = [n for n in written if n.startswith("events.out.tfevents.")]  # the run's HParams
+    assert len(hparams) == 1, written  # one writer: the chief
+    assert [n for n in written if n not in hparams] == [".lock", "ckpt", "config.json", "eval",
+                                                        "results.json", "train"]
 
 
 def _run_one(tf_config, tmp_path, timeout=90, env=None):
