@@ -240,9 +240,10 @@ def _shown_commands():
 
 @functools.lru_cache(maxsize=None)
 def _help(program):
-    """The program's help: absl's --helpfull for run/ scripts, argparse's --help otherwise. Run in
-    this process by `run_main`, as `python PROGRAM` would run it (a `-m` module as its file, this
-    repository's root on sys.path): no interpreter start and no second TensorFlow import a program."""
+    """The program's help: absl's --helpfull for run/ scripts, argparse's --help otherwise. Read in
+    this process by `run_main` (its script path is relative to run/), as `python PROGRAM` prints it;
+    a `-m` module runs as its file, this repository's root on sys.path. No interpreter start and
+    no TensorFlow import for each program."""
     path = (program.split()[-1].replace(".", "/") + ".py" if program.startswith("-m") else program)
     absl = program.startswith("run/") and program != "run/launch_local.py"
     proc = run_main(os.path.relpath(os.path.join(ROOT, path), os.path.join(ROOT, "run")),
