@@ -43,10 +43,20 @@ NO_TF = ("import sys\nclass B:\n def find_spec(self, name, *a):\n"
 
 
 @pytest.mark.slow
-def test_step_speed_under_jax_loads_no_tensorflow():
-    proc = subprocess.run([sys.executable, "-c", NO_TF, os.path.join(ROOT, "bench", "step_speed.py"),
-                           "--backend=jax", "--steps=1", "--widths=8,8,8", "--blocks=1",
-                           "--batch_size=2"], capture_output=True, text=True, timeout=240,
+def test_step_speed_times_the_network_under_jax_without_tensorflow():
+    """bench/step_speed.py --backend=jax: the network's training step on a machine without
+    TensorFlow (a GPU machine with JAX only), nothing on stderr; float16, which needs the trainer's
+    loss scaling, is refused."""
+    step_speed = os.path.join(ROOT, "bench", "step_speed.py")
+    proc = subprocess.run([sys.executable, "-c", NO_TF, step_speed, "--backend=jax", "--steps=2",
+                           "--widths=8,16,32", "--blocks=1", "--batch_size=4"],
+                          capture_output=True, text=True, timeout=240,
                           env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
-    assert "JAX backend" in proc.stdout and "images/s" in proc.stdout, proc.stdout
+    lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
+    assert lines["network"].endswith("float32, JAX backend") and lines["device"] == "CPU:0 (cpu)"
+    ms, per_sec = float(lines["step"].split()[0]), float(lines["step"].split()[-1])
+    assert per_sec == pytest.approx(4 / ms * 1e3, rel=0.05)  # 4 images a step
+    half = subprocess.run([sys.executable, step_speed, "--backend=jax", "--mixed_precision=float16"],
+                          capture_output=True, text=True, timeout=60)
+    assert half.returncode == 1 and half.stderr.startswith("error: --mixed_precision=float16")

@@ -6,12 +6,11 @@ import functools
 import glob
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_main
 
 README = os.path.join(ROOT, "README.md")
 GUIDES = ["training.md", "imagenet_and_multiworker.md", "theory.md", "ablations_and_table2.md"]
@@ -241,12 +240,14 @@ def _shown_commands():
 
 @functools.lru_cache(maxsize=None)
 def _help(program):
-    """The program's help: absl's --helpfull for run/ scripts, argparse's --help otherwise."""
-    args = program.split() if program.startswith("-m") else [os.path.join(ROOT, program)]
+    """The program's help: absl's --helpfull for run/ scripts, argparse's --help otherwise. Read in
+    this process by `run_main` (its script path is relative to run/), as `python PROGRAM` prints it;
+    a `-m` module runs as its file, this repository's root on sys.path. No interpreter start and
+    no TensorFlow import for each program."""
+    path = (program.split()[-1].replace(".", "/") + ".py" if program.startswith("-m") else program)
     absl = program.startswith("run/") and program != "run/launch_local.py"
-    proc = subprocess.run([sys.executable, *args, "--helpfull" if absl else "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=240,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+    proc = run_main(os.path.relpath(os.path.join(ROOT, path), os.path.join(ROOT, "run")),
+                    "--helpfull" if absl else "--help")
     return proc.stdout + proc.stderr
 
 
