@@ -101,12 +101,27 @@ def pytest_runtest_setup(item):
 
 
 @pytest.fixture(scope="session")
-def fashion_mnist_tfds(tmp_path_factory):
-    """A tfds data directory holding the whole Fashion-MNIST, prepared once a session from Debian's
-    idx files (resnet_nobn/data/fashion_mnist.py), for tests that read the real images as a user's
-    tfds directory holds them (docs/library.md's blocks, load_dataset's example); tests of the
-    preparation itself prepare their own."""
+def fashion_mnist_prepared(tmp_path_factory):
+    """run/prepare_data.py --dataset=fashion_mnist, run once a session in process with every HTTP(S)
+    request refused (tests.helpers.no_network_env): it prepares the whole Fashion-MNIST from
+    Debian's idx files into a tfds data directory. (that directory, what the command printed on
+    stdout). Tests read it as a user's tfds directory holds it (docs/library.md's blocks,
+    load_dataset's example); tests of the preparation's other cases prepare their own."""
+    from tests.helpers import no_network_env, run_main
+
     def make(where):
-        from resnet_nobn.data import prepare
-        prepare.prepare(prepare.tfds_builder("fashion_mnist", str(where)))
-    return str(_made_once(tmp_path_factory, "fashion_mnist_tfds", make))
+        with no_network_env() as env, pytest.MonkeyPatch.context() as patch:
+            for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+                patch.delenv(k, raising=False)
+            proc = run_main("prepare_data.py", "--dataset=fashion_mnist",
+                            f"--data_dir={where / 'tfds'}", env=env)
+        assert proc.returncode == 0, proc.stderr
+        (where / "stdout.txt").write_text(proc.stdout)
+    where = _made_once(tmp_path_factory, "fashion_mnist_prepared", make)
+    return str(where / "tfds"), (where / "stdout.txt").read_text()
+
+
+@pytest.fixture(scope="session")
+def fashion_mnist_tfds(fashion_mnist_prepared):
+    """The tfds data directory of `fashion_mnist_prepared`: the whole Fashion-MNIST."""
+    return fashion_mnist_prepared[0]

@@ -1,10 +1,12 @@
 """Small configurations and helpers shared by the training tests."""
 import builtins
 import collections
+import contextlib
 import dataclasses
 import glob
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -118,6 +120,20 @@ def _absl_only(state):
     for key in ("__flags_by_module_id", "__key_flags_by_module"):
         state[key] = {m: [f for f in fl if id(f) in kept] for m, fl in state[key].items()}
     return state
+
+
+@contextlib.contextmanager
+def no_network_env():
+    """{variable: value} of HTTP(S) proxies at a local port that refuses connections (a socket
+    bound there but not listening), while the block runs: with them, no download can succeed,
+    whatever this machine's network. The caller also drops no_proxy and all_proxy."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        yield {k: proxy for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
+    finally:
+        sock.close()
 
 
 def run_main(script, *args, env=None, timeout=None):

@@ -10,7 +10,7 @@ step, the same weights (every variable of the last checkpoint) and the same resu
 
     python tests/faults/kills.py --kills=20 --root=/tmp/faults
 
-tests/faults/test_kills.py runs it as a test: 2 kills of a 500-step run, or this command's
+tests/faults/test_kills.py runs it as a test: 2 kills of a 200-step run, or this command's
 defaults with FAULTS=all.
 """
 import argparse
