@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import run_cli, run_main, tiny_config
+from helpers import run_main, tiny_config
 from resnet_nobn.study import progress
 from resnet_nobn.training import rundir
 from test_study import ARGS
@@ -153,12 +153,12 @@ def test_a_line_said_while_the_ticker_reads_comes_after_its_lines(tmp_path, monk
 
 @pytest.mark.slow
 def test_a_two_run_study_prints_progress_before_its_runs_end(tmp_path):
-    """The study and its runs are processes here: its progress lines are read while another
-    process trains."""
+    """The study's runs are processes here (the study runs in this process): its progress lines
+    are read while another process trains."""
     # 100 steps of the tiny net last about 2 s on an idle 2-core machine (logged every 2 steps,
     # read every 0.1 s): ticks enough in each run's middle without paying for longer runs
     root = tmp_path / "study"
-    p = run_cli("ablate.py", f"--root={root}", "--seeds=0,1", "--train_steps=100",
+    p = run_main("ablate.py", f"--root={root}", "--seeds=0,1", "--train_steps=100",
                 "--progress_every=0.1", *[a for a in ARGS if not a.startswith("--eval_every")],
                 "--eval_every=1000")
     assert p.returncode == 0, p.stderr[-2000:]
