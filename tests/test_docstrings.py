@@ -153,8 +153,9 @@ def test_the_examples_run(name, tmp_path, monkeypatch, request):
     own: never the user's."""
     import tensorflow_datasets as tfds
     monkeypatch.chdir(tmp_path)
-    data = (request.getfixturevalue("fashion_mnist_tfds") if "fashion_mnist" in
-            "".join(examples(SYMBOLS[name])) else str(tmp_path / "tensorflow_datasets"))
+    code = "".join(examples(SYMBOLS[name]))
+    data = (request.getfixturevalue("fashion_mnist_tfds") if 'load_dataset("fashion_mnist"' in code
+            else str(tmp_path / "tensorflow_datasets"))
     monkeypatch.setattr(tfds.core.constants, "DATA_DIR", data)
     for code in examples(SYMBOLS[name]):
         exec(compile(code, f"<{name} example>", "exec"), {"__name__": "__example__"})

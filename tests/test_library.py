@@ -187,15 +187,14 @@ def test_the_public_train_is_the_function_whichever_comes_first(tmp_path, first)
     """`resnet_nobn.train` is the trainer's function and `resnet_nobn.training` the package of
     its modules: two names, so neither hides the other whichever is imported first (when they
     shared a name, the function became the module once a submodule loaded)."""
-    p = _python(f"{first}\nimport resnet_nobn\n"
-                "cfg = resnet_nobn.TrainConfig(use_synthetic_data=True, train_steps=2, "
-                "batch_size=8, model=resnet_nobn.ModelConfig(widths=(8, 16, 32), "
-                f"blocks_per_stage=1, stem_width=8), model_dir={str(tmp_path / 'run')!r})\n"
-                "results = resnet_nobn.train(cfg)\n"
-                "import resnet_nobn.training.rundir\n"
-                "print(results['global_step'], resnet_nobn.training.rundir.RESULTS)", tmp_path)
+    p = _python(f"{first}\nimport inspect, resnet_nobn\n"
+                "train = resnet_nobn.train\n"
+                "import resnet_nobn.training.rundir, resnet_nobn.training.trainer as trainer\n"
+                "print(inspect.isfunction(train), train is resnet_nobn.train is trainer.train, "
+                "inspect.ismodule(resnet_nobn.training), resnet_nobn.training.rundir.RESULTS)",
+                tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split()[-2:] == ["2", "results.json"], p.stdout[-500:]
+    assert p.stdout.split()[-4:] == ["True", "True", "True", "results.json"], p.stdout[-500:]
 
 
 @pytest.mark.parametrize("call, error, message", [
@@ -331,7 +330,8 @@ def _image_folder(root, classes=((0, "t_shirt"), (1, "trouser"), (8, "bag")), si
 def test_the_library_pages_code_runs_as_printed_and_learns(tmp_path, fashion_mnist_tfds):
     """docs/library.md's blocks, as printed, in fresh processes: the first model leaves chance on
     Fashion-MNIST within its 400 steps and loads in another process without custom_objects; the
-    folder's model leaves chance on a folder of PNGs; the recipe block prints what it says."""
+    folder's model leaves chance on a folder of PNGs; the recipe block (run after it, in the same
+    process) prints what it says."""
     first, load, folder, recipe = _blocks("library.md")
     env = dict(ENV, TFDS_DATA_DIR=fashion_mnist_tfds)  # tfds' default directory, prepared there
     def run(code):
@@ -349,15 +349,14 @@ def test_the_library_pages_code_runs_as_printed_and_learns(tmp_path, fashion_mni
     predicted = p.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"\[[\d ]+\] \[[\d ]+\]", predicted), predicted
     _image_folder(tmp_path / "my_images")
-    p = run(folder)
+    p = run(folder + recipe)
     assert p.returncode == 0, p.stderr[-3000:]
-    names, evaluated = re.fullmatch(r"(\(.*\)) (\[.*\])", p.stdout.strip().splitlines()[-1]).groups()
+    *_, folders, recipes = p.stdout.strip().splitlines()
+    names, evaluated = re.fullmatch(r"(\(.*\)) (\[.*\])", folders).groups()
     names, (loss, accuracy) = eval(names), eval(evaluated)
     assert names == ("bag", "t_shirt", "trouser") and accuracy > 0.6, p.stdout[-3000:]
     assert (tmp_path / "my_images.keras").exists()
-    p = run(recipe)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert p.stdout.strip().splitlines()[-1] == "(1500, 2500) (16, 32, 64) 0.8"
+    assert recipes == "(1500, 2500) (16, 32, 64) 0.8"
 
 
 @pytest.mark.slow
