@@ -5,13 +5,11 @@ silently taken for it; an offline download leaves nothing behind."""
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, TINY_NET, run_main, write_cifar10, write_idx
+from tests.helpers import TINY_NET, no_network_env, run_main, write_cifar10, write_idx
 
 DEBIAN = "/usr/share/datasets/fashion-mnist"
 ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2",
@@ -20,6 +18,15 @@ ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=",
 
 def _quiet(env, **extra):
     return dict(env, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **extra)
+
+
+def _offline(monkeypatch, script, *args, **env):
+    """run/<script> args in this process (tests.helpers.run_main) with every HTTP(S) request
+    refused (tests.helpers.no_network_env) and `env` set."""
+    with no_network_env() as proxies:
+        for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+            monkeypatch.delenv(k, raising=False)
+        return run_main(script, *args, env=dict(proxies, **env))
 
 
 def _fake_idx(directory, n_train=24, n_test=12, seed=0):
@@ -198,20 +205,17 @@ def test_real_cifar10_class_names_are_not_a_mismatch(tmp_path):
         builder, other)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["cifar_train.py", "--dataset=cifar100"],  # tfds' default directory, made by the download
     ["prepare_data.py", "--dataset=cifar10"],  # --data_dir made by the command
 ])
 def test_an_offline_download_leaves_nothing_behind_and_names_the_offline_routes(
-        tmp_path, no_network, command):
+        tmp_path, monkeypatch, command):
     tfds_home = tmp_path / "home" / "tfds"
     script, *args = command
     args += ([f"--model_dir={tmp_path / 'run'}"] if script == "cifar_train.py"
              else [f"--data_dir={tfds_home}"])
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", script), *args],
-                          capture_output=True, text=True, timeout=120,
-                          env=_quiet(no_network, TFDS_DATA_DIR=str(tfds_home)))
+    proc = _offline(monkeypatch, script, *args, TFDS_DATA_DIR=str(tfds_home))
     (line,) = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and line.startswith("error: could not download"), proc.stderr
     assert "--use_synthetic_data" in line and "--dataset=fashion_mnist" in line, line
@@ -220,16 +224,13 @@ def test_an_offline_download_leaves_nothing_behind_and_names_the_offline_routes(
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
 def test_an_offline_download_into_an_existing_directory_removes_only_what_it_made(
-        tmp_path, no_network):
+        tmp_path, monkeypatch):
     data = tmp_path / "tfds"
     (data / "other").mkdir(parents=True)
     (data / "downloads" / "manual").mkdir(parents=True)
     (data / "downloads" / "manual" / "keep.tar").write_text("x")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "prepare_data.py"),
-                           "--dataset=cifar100", f"--data_dir={data}"], capture_output=True,
-                          text=True, timeout=120, env=_quiet(no_network))
+    proc = _offline(monkeypatch, "prepare_data.py", "--dataset=cifar100", f"--data_dir={data}")
     assert proc.returncode == 2, proc.stderr
     left = sorted(str(p.relative_to(data)) for p in data.rglob("*"))
     assert left == ["downloads", "downloads/manual", "downloads/manual/keep.tar", "other"], left

@@ -5,14 +5,12 @@ import io
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import tarfile
 
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, run_main, write_cifar10
+from tests.helpers import no_network_env, run_main, write_cifar10
 
 
 def _env(**extra):
@@ -115,20 +113,21 @@ def test_imagenet_without_its_archives_is_one_line_naming_where_they_go(tmp_path
     assert not (tmp_path / "imagenet2012").exists() or not os.listdir(tmp_path / "imagenet2012")
 
 
-@pytest.mark.slow
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize("command", [
     ["cifar_train.py", "--dataset=cifar100"],  # no --data_dir: tfds downloads into its default
     ["prepare_data.py", "--dataset=cifar10"],
 ])
-def test_no_network_is_one_line_in_seconds_not_minutes_of_retries(tmp_path, no_network, command):
-    """tfds alone retries for 204 s before it gives up; the subprocess timeout here is 90 s."""
-    env = dict(no_network, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
-               TFDS_DATA_DIR=str(tmp_path / "tfds"))
+def test_no_network_is_one_line_in_seconds_not_minutes_of_retries(tmp_path, monkeypatch,
+                                                                  command):
+    """tfds alone retries for 204 s before it gives up; this test's timeout is 90 s."""
     script, *args = command
     args += [f"--model_dir={tmp_path / 'run'}"] if script == "cifar_train.py" else \
         [f"--data_dir={tmp_path / 'tfds'}"]
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", script), *args],
-                          capture_output=True, text=True, timeout=90, env=env)
+    with no_network_env() as proxies:
+        for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+            monkeypatch.delenv(k, raising=False)
+        proc = run_main(script, *args, env=dict(proxies, TFDS_DATA_DIR=str(tmp_path / "tfds")))
     line = _one_error_line(proc)
     name = command[1].split("=")[1]
     assert line.startswith(f"error: could not download {name} ("), line
@@ -211,7 +210,7 @@ def test_an_imagenet_archive_that_is_no_tar_file_is_named(tmp_path, archive, con
 
 
 @pytest.mark.slow
-def test_a_proxy_that_never_answers_ends_in_one_line_naming_host_and_proxy(tmp_path):
+def test_a_proxy_that_never_answers_ends_in_one_line_naming_host_and_proxy(tmp_path, monkeypatch):
     """The proxy's socket accepts connections (the kernel completes them: it listens) and never
     answers. Each network wait is bounded (here 1 s, RESNET_NOBN_DOWNLOAD_TIMEOUT; 10 s by
     default)."""
@@ -220,14 +219,13 @@ def test_a_proxy_that_never_answers_ends_in_one_line_naming_host_and_proxy(tmp_p
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "all_proxy")}
-    env.update({k: proxy for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")})
-    env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", RESNET_NOBN_DOWNLOAD_TIMEOUT="1")
+    for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(k, raising=False)
+    env = {k: proxy for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
     start = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, os.path.join(ROOT, "run", "prepare_data.py"),
-                               "--dataset=cifar10", f"--data_dir={tmp_path / 'tfds'}"],
-                              capture_output=True, text=True, timeout=90, env=env)
+        proc = run_main("prepare_data.py", "--dataset=cifar10", f"--data_dir={tmp_path / 'tfds'}",
+                        env=dict(env, RESNET_NOBN_DOWNLOAD_TIMEOUT="1"))
     finally:
         sock.close()
     line = _one_error_line(proc)
