@@ -1,8 +1,6 @@
 """The ImageNet pieces: the model variant, the flag defaults, the tfds pipeline on mock data."""
 import dataclasses
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,9 +13,9 @@ from resnet_nobn.data import imagenet, inputs, prepare
 from resnet_nobn.errors import UserError
 from resnet_nobn.model import network as model_lib
 from resnet_nobn.training.steps import learning_rate
+from tests.helpers import run_main
 
 pytestmark = pytest.mark.timeout(180)
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _imagenet_model_config(**overrides):
@@ -108,9 +106,7 @@ def test_missing_archives_say_where_to_put_them(tmp_path):
 
 
 def test_entry_point_reports_missing_data_in_one_line(tmp_path):
-    p = subprocess.run([sys.executable, "run/imagenet_train.py", f"--data_dir={tmp_path}",
-                        f"--model_dir={tmp_path / 'run'}", "--strategy=one_device"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    p = run_main("imagenet_train.py", f"--data_dir={tmp_path}", f"--model_dir={tmp_path / 'run'}",
+                 "--strategy=one_device", env=dict(TF_CPP_MIN_LOG_LEVEL="2"))
     assert p.returncode == 2, p.stderr
     assert "ILSVRC2012_img_train.tar" in p.stderr and "Traceback" not in p.stderr

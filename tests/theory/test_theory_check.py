@@ -91,12 +91,12 @@ def test_no_tensorflow_start_up_lines_when_the_log_level_is_unset():
     assert "PASS          L1" in proc.stdout
 
 
-def test_json_to_a_full_disk_says_so_in_one_line_and_keeps_the_rows_on_stdout():
-    proc = _run(["--quick", "--rows", "L1", "--json", "/dev/full"])
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "/dev/full" in lines[0] and "No space left" in lines[0], proc.stderr
-    assert "PASS          L1" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+def test_json_to_a_full_disk_says_so_in_one_line_and_keeps_the_rows_on_stdout(capsys):
+    assert check.main(["--quick", "--rows", "L1", "--json", "/dev/full"]) == 1
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "/dev/full" in lines[0] and "No space left" in lines[0], err
+    assert "PASS          L1" in out and "Traceback" not in out + err
 
 
 def test_json_path_that_cannot_be_opened_is_refused_before_the_checks(tmp_path):
