@@ -92,10 +92,12 @@ def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, t
 @pytest.mark.timeout(900)  # about a minute on an idle 2-core machine
 def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_command(images, tmp_path,
                                                                                   monkeypatch):
-    """The study and its run killed are processes; the study then resumed runs in process."""
+    """The study and its run killed are processes; the study then resumed runs in process. The
+    run that trains comes first here: it is killed, and the resumed study continues it, then
+    runs the one that diverges and follows its advice."""
     root = str(tmp_path / "study")
     args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}",
-            "--train_steps=100", *ARGS, *GRID,
+            "--train_steps=100", *ARGS, "--vary_learning_rate=0.02,2.0",
             "--follow_retry_advice"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run", "ablate.py"), *args],
@@ -105,7 +107,7 @@ def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_comma
     while not glob.glob(os.path.join(ckpt, "ckpt-[1-9]*.index")) and time.time() < deadline:
         assert proc.poll() is None, "the study ended before the kill"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)  # the second run is training, the first was continued
+    proc.send_signal(signal.SIGKILL)  # the first run is training
     proc.wait()
     cfg = _config(root, TRAINING)
     deadline = time.time() + 60  # the child dies with the study; its lock goes when it has exited
