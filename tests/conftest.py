@@ -91,6 +91,17 @@ def diverged_run(tmp_path_factory):
     return where / "run", (where / "message.txt").read_text()
 
 
+@pytest.fixture(scope="session")
+def one_device_runs(tmp_path_factory):
+    """The one-device runs the replica and multi-worker tests compare with
+    (tests/training/test_replicas.py REFERENCES: the BN twin, in float16 and bfloat16 too, and the
+    BN-free net under XLA), trained once a session: {name: test_replicas.Reference}. A test reads
+    them, or copies a run's directory (tests.helpers.copy_of) to change it."""
+    import test_replicas
+    return test_replicas.read_references(
+        _made_once(tmp_path_factory, "one_device_runs", test_replicas.train_references))
+
+
 def pytest_runtest_setup(item):
     """A test marked `bfloat16` (tests.helpers.NEEDS_BFLOAT16) is skipped where this CPU's oneDNN
     has no bfloat16 convolution (an AVX2-only CPU)."""

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+import test_replicas
 from resnet_nobn.training import local_cluster
 from tests.helpers import NEEDS_BFLOAT16, TINY, bfloat16_convolutions
 
@@ -220,16 +221,14 @@ for name, kw in json.loads(sys.argv[1]).items():
              *[np.asarray(v) for v in trainer.model.weights])
 """
 
-WORKER_RUNS = {"bn": dict(norm="batch", init="he"),
-               "bn_float16": dict(norm="batch", init="he", mixed_precision="float16"),
-               "bn_bfloat16": dict(norm="batch", init="he", mixed_precision="bfloat16"),
-               "xla": dict(xla=True)}
+# the one-device references' configurations (the session's one_device_runs), on 2 workers
+WORKER_RUNS = test_replicas.REFERENCES
 
 
 @pytest.fixture(scope="module")
-def worker_runs(tmp_path_factory):
-    """WORKER_RUNS trained by 2 workers on loopback (one launch) and by one device."""
-    import test_replicas
+def worker_runs(tmp_path_factory, one_device_runs):
+    """WORKER_RUNS trained by 2 workers on loopback (one launch), and the same runs on one device
+    (the session's, tests/conftest.py `one_device_runs`)."""
     tmp = tmp_path_factory.mktemp("workers")
     runs = {name: kw for name, kw in WORKER_RUNS.items()  # an AVX2-only CPU: no bfloat16 run, its
             if "bfloat16" not in name or bfloat16_convolutions()}  # test skipped (NEEDS_BFLOAT16)
@@ -251,9 +250,7 @@ def worker_runs(tmp_path_factory):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    one = {name: test_replicas.run(tmp / "one" / name, "one_device", **kw)
-           for name, kw in runs.items()}
-    return dump, one
+    return dump, one_device_runs
 
 
 def _worker_weights(dump, name):
@@ -265,10 +262,9 @@ def _worker_weights(dump, name):
 
 @pytest.mark.timeout(1200)
 def test_bn_twin_on_two_workers_equals_one_device(worker_runs):
-    import test_replicas
     dump, one = worker_runs
-    trainer, own = one["bn"]
-    test_replicas.assert_same_weights(trainer.model.weights, _worker_weights(dump, "bn"))
+    own = one["bn"].results
+    test_replicas.assert_same_weights(one["bn"], _worker_weights(dump, "bn"))
     results = json.loads((dump / "bn" / "results.json").read_text())
     assert results["num_replicas"] == 2
     assert results["history"][-1]["eval_loss"] == pytest.approx(own["history"][-1]["eval_loss"],
@@ -283,16 +279,14 @@ def test_bn_twin_on_two_workers_equals_one_device(worker_runs):
 def test_speed_option_on_two_workers_equals_one_device(worker_runs, name, tol):
     """Tolerances of tests/training/test_speed_options.py; --xla with the BN-free net (the BN twin is
     refused with several replicas: tests/training/test_replicas.py)."""
-    import test_replicas
     dump, one = worker_runs
     _worker_weights(dump, name)  # both workers hold the same weights
     np.testing.assert_allclose(test_replicas.losses(dump / name),
-                               test_replicas.losses(one[name][0].cfg.model_dir), **tol)
+                               test_replicas.losses(one[name].model_dir), **tol)
 
 
 @pytest.mark.timeout(1200)
 def test_eval_only_on_one_device_of_a_checkpoint_written_by_two_workers(worker_runs):
-    import test_replicas
     dump, _ = worker_runs
     own = json.loads((dump / "bn" / "results.json").read_text())["history"][-1]
     again = test_replicas.evaluate_only(dump / "bn", "one_device", **WORKER_RUNS["bn"])
