@@ -21,8 +21,8 @@ CIFAR's 32x32 images, 10 classes), batch 8, one device, float32. Every row train
                         as the trainer made it before (elements prefetched to the device)
   trainer               Trainer.train_loop as `run()` trains (--steps_per_loop's default,
                         Trainer.train_iterator): what a user's run gets
-  trainer, 1 step/loop  the same, one step per Trainer.train_loop call (--steps_per_loop=1):
-                        a host round-trip after every step
+  trainer, 1 step/loop  the same trainer, its same compiled loop, one step per
+                        Trainer.train_loop call (--steps_per_loop=1): a host round-trip a step
 
 All rows are built in one process, then timed in interleaved windows (each window times every
 row once, starting one row later than the window before), so that load on the machine hits all
@@ -139,8 +139,7 @@ def build_rows(cfg):
             loop(iterator, tf.constant(1)).numpy()  # traced here, under the patch
         return lambda n: loop(iterator, tf.constant(n)).numpy()
 
-    def trainer(fetch_to_device=False, per_loop=None):
-        """Trainer.train_loop, `per_loop` steps a call (default: its --steps_per_loop rule)."""
+    def trainer(fetch_to_device=False):
         t = Trainer(cfg)
         if fetch_to_device:
             iterator = iter(t.strategy.distribute_datasets_from_function(
@@ -148,7 +147,8 @@ def build_rows(cfg):
         else:
             iterator = t.train_iterator()
 
-        def train(n):
+        def train(n, per_loop=None):
+            """n steps, `per_loop` a Trainer.train_loop call (default: --steps_per_loop's rule)."""
             done = 0
             while done < n:
                 k = min(per_loop or t.loop_length(t.step), n - done)
@@ -156,8 +156,10 @@ def build_rows(cfg):
                 done += k
         return train
 
+    own_input = trainer()
     rows = dict(zip(ROWS, (plain(), strategy_sgd(), step(statistics=False), step(),
-                           trainer(fetch_to_device=True), trainer(), trainer(per_loop=1))))
+                           trainer(fetch_to_device=True), own_input,
+                           lambda n: own_input(n, per_loop=1))))
     for train in rows.values():
         train(2)  # traces and warms up
     return rows
