@@ -21,6 +21,8 @@ CIFAR's 32x32 images, 10 classes), batch 8, one device, float32. Every row train
                         as the trainer made it before (elements prefetched to the device)
   trainer               Trainer.train_loop as `run()` trains (--steps_per_loop's default,
                         Trainer.train_iterator): what a user's run gets
+  trainer, 1 step/loop  the same trainer, its same compiled loop, one step per
+                        Trainer.train_loop call (--steps_per_loop=1): a host round-trip a step
 
 All rows are built in one process, then timed in interleaved windows (each window times every
 row once, starting one row later than the window before), so that load on the machine hits all
@@ -42,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 BATCH = 8
 ROWS = ("plain loop", "+ strategy, SGD", "+ step, no stats", "+ step", "trainer, to device",
-        "trainer")
+        "trainer", "trainer, 1 step/loop")
 
 
 def config(model_dir):
@@ -137,7 +139,7 @@ def build_rows(cfg):
             loop(iterator, tf.constant(1)).numpy()  # traced here, under the patch
         return lambda n: loop(iterator, tf.constant(n)).numpy()
 
-    def trainer(fetch_to_device):
+    def trainer(fetch_to_device=False):
         t = Trainer(cfg)
         if fetch_to_device:
             iterator = iter(t.strategy.distribute_datasets_from_function(
@@ -145,16 +147,19 @@ def build_rows(cfg):
         else:
             iterator = t.train_iterator()
 
-        def train(n):
+        def train(n, per_loop=None):
+            """n steps, `per_loop` a Trainer.train_loop call (default: --steps_per_loop's rule)."""
             done = 0
             while done < n:
-                k = min(t.loop_length(t.step), n - done)
+                k = min(per_loop or t.loop_length(t.step), n - done)
                 t.train_loop(iterator, k)
                 done += k
         return train
 
+    own_input = trainer()
     rows = dict(zip(ROWS, (plain(), strategy_sgd(), step(statistics=False), step(),
-                           trainer(True), trainer(False))))
+                           trainer(fetch_to_device=True), own_input,
+                           lambda n: own_input(n, per_loop=1))))
     for train in rows.values():
         train(2)  # traces and warms up
     return rows
@@ -203,12 +208,12 @@ def main():
             for name, (wall, cpu) in rates.items():
                 for kept, rate, plain in zip(ratios[name], (wall, cpu), rates[ROWS[0]]):
                     kept.append(rate / plain)
-                print(f"  {name:<20} wall {wall:7.1f} {ratios[name][0][-1]:5.2f}   "
+                print(f"  {name:<21} wall {wall:7.1f} {ratios[name][0][-1]:5.2f}   "
                       f"CPU {cpu:7.1f} {ratios[name][1][-1]:5.2f}", flush=True)
     print(f"ratio to the plain loop over {args.repeats} repeat(s): median (min-max)")
-    print(f"  {'':<20} {'wall time':<17} CPU time")
+    print(f"  {'':<21} {'wall time':<17} CPU time")
     for name, (wall, cpu) in ratios.items():
-        print(f"  {name:<20} " + "  ".join(f"{statistics.median(r):4.2f} ({min(r):.2f}-{max(r):.2f})"
+        print(f"  {name:<21} " + "  ".join(f"{statistics.median(r):4.2f} ({min(r):.2f}-{max(r):.2f})"
                                             for r in (wall, cpu)))
 
 

@@ -1,12 +1,6 @@
-"""Training throughput: the trainer's loop against a plain Keras loop, the paper's model against
-its BN twin, and the input pipeline.
+"""Training throughput: the paper's model against its BN twin, and the input pipeline.
 
     python bench/train_speed.py                 # Table-1 model, batch 32 (slow on a CPU: ~3 min)
-    python bench/train_speed.py --only_loop     # the loop-overhead comparison alone (~1 min)
-
-The loop-overhead comparison times `Trainer.train_loop`, the loop `run()` trains with, at one step
-per host round-trip (the old loop) and at the default --steps_per_loop, against a plain Keras loop
-of the same small network running its steps inside one tf.function on one fixed batch.
 
 Both models are measured side by side in one process, in alternating rounds so that load on the
 machine hits both alike; then the CIFAR input pipeline (augmentation included) alone. Prints
@@ -31,13 +25,13 @@ from resnet_nobn.data.cifar import InMemoryInput  # noqa: E402
 from resnet_nobn.training.trainer import Trainer  # noqa: E402
 
 
-def _time_steps(trainer, iterator, steps, per_loop=None):
-    """Seconds for `steps` steps through the trainer's own loop (Trainer.train_loop), `per_loop`
-    steps per host round-trip (default: its own --steps_per_loop rule)."""
+def _time_steps(trainer, iterator, steps):
+    """Seconds for `steps` steps through the trainer's own loop (Trainer.train_loop), as many
+    steps per host round-trip as its --steps_per_loop rule gives."""
     start = time.perf_counter()
     done = 0
     while done < steps:
-        n = min(per_loop or trainer.loop_length(done), steps - done)
+        n = min(trainer.loop_length(done), steps - done)
         trainer.train_loop(iterator, n)
         done += n
     return time.perf_counter() - start
@@ -61,54 +55,6 @@ def model_throughput(args):
             seconds[norm] += _time_steps(trainers[norm], iterators[norm], args.steps)
     images = args.rounds * args.steps * args.batch_size
     return {norm: images / s for norm, s in seconds.items()}, trainers["none"].trainable_params
-
-
-def loop_overhead(args):
-    """The trainer's loop against a plain Keras loop of the same small network, whose steps run
-    inside one tf.function (tf.range) on one fixed batch: per-step overhead shows at this size."""
-    import dataclasses
-
-    from resnet_nobn.model.network import build_model, conv_kernels
-    model_cfg = ModelConfig(widths=(8, 8, 8), stem_width=8, blocks_per_stage=(1, 1, 1))
-    base = TrainConfig(model=model_cfg, use_synthetic_data=True, batch_size=8,
-                       strategy="one_device", model_dir="/tmp/bench_loop")
-    trainers = {"one step per loop (old)": Trainer(dataclasses.replace(base, steps_per_loop=1)),
-                "default --steps_per_loop": Trainer(base)}
-    iterators = {k: t.train_iterator() for k, t in trainers.items()}
-
-    model = build_model(model_cfg)
-    optimizer = tf.keras.optimizers.SGD(learning_rate=0.05, momentum=0.9)
-    kernels = conv_kernels(model)
-    images = tf.random.normal((8, 32, 32, 3), seed=0)
-    labels = tf.zeros((8,), tf.int32)
-
-    @tf.function
-    def keras_loop(n):
-        for _ in tf.range(n):
-            with tf.GradientTape() as tape:
-                logits = model(images, training=True)
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-                loss += 1e-4 * tf.add_n([tf.nn.l2_loss(k) for k in kernels])
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                          model.trainable_variables))
-        return loss
-
-    def time_keras(steps):
-        start = time.perf_counter()
-        float(keras_loop(tf.constant(steps)))
-        return time.perf_counter() - start
-
-    steps = args.loop_steps
-    time_keras(steps)  # tracing
-    for k in trainers:
-        _time_steps(trainers[k], iterators[k], steps, 1 if "old" in k else None)
-    best = {k: float("inf") for k in list(trainers) + ["plain Keras tf.range loop"]}
-    for _ in range(args.windows):  # best of several windows: this machine is noisy
-        best["plain Keras tf.range loop"] = min(best["plain Keras tf.range loop"], time_keras(steps))
-        for k in trainers:
-            best[k] = min(best[k], _time_steps(trainers[k], iterators[k], steps,
-                                               1 if "old" in k else None))
-    return {k: steps * 8 / s for k, s in best.items()}
 
 
 def pipeline_throughput(args):
@@ -136,29 +82,13 @@ def main():
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds (none, batch, ...)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
     p.add_argument("--pipeline_batches", type=int, default=200, help="batches of 128 to time")
-    p.add_argument("--loop_steps", type=int, default=300, help="steps per timed window of the "
-                   "loop-overhead comparison (widths 8,8,8, batch 8)")
-    p.add_argument("--windows", type=int, default=5, help="timed windows; the best is kept")
-    p.add_argument("--only_loop", action="store_true", help="only the loop-overhead comparison")
     args = p.parse_args()
-    for name in ("batch_size", "blocks_per_stage", "steps", "rounds", "warmup", "pipeline_batches",
-                 "loop_steps", "windows"):
+    for name in ("batch_size", "blocks_per_stage", "steps", "rounds", "warmup", "pipeline_batches"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be positive")
 
     print(f"TF {tf.__version__}, {os.cpu_count()} CPU cores, GPUs: "
           f"{len(tf.config.list_physical_devices('GPU'))}", flush=True)
-    loop = loop_overhead(args)
-    keras_rate = loop["plain Keras tf.range loop"]
-    print(f"loop overhead: widths 8,8,8, 1 block/stage, batch 8, synthetic, best of "
-          f"{args.windows} windows of {args.loop_steps} steps")
-    for k, rate in loop.items():
-        print(f"  {k:<28} {rate:8.1f} images/s  {rate / keras_rate:5.2f} of the plain loop")
-    print(f"  default / old loop           {loop['default --steps_per_loop'] / loop['one step per loop (old)']:5.2f}x  "
-          f"(target: default >= 0.80 of the plain loop: "
-          f"{'MET' if loop['default --steps_per_loop'] >= 0.8 * keras_rate else 'NOT MET'})")
-    if args.only_loop:
-        return
     rates, params = model_throughput(args)
     print(f"model: CIFAR-100, {args.blocks_per_stage} blocks/stage, {params:,} trainable params, "
           f"batch {args.batch_size}, {args.rounds}x{args.steps} timed steps each")
