@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from experiments.stability import paired_gap
-from tests.helpers import ROOT, tiny_config
+from tests.helpers import ROOT, run_main
 
 SCRIPT = os.path.join(ROOT, "experiments", "stability", "paired_gap.py")
 
@@ -37,29 +37,22 @@ def test_the_same_networks_have_no_gap_and_a_seed_interval_needs_two_seeds():
     np.testing.assert_allclose([low, high], [ref.low, ref.high])
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A finished 2-step run on synthetic data, evaluated at its end."""
-    from resnet_nobn.training import trainer
-    d = tmp_path_factory.mktemp("paired_gap") / "run"
-    trainer.train(tiny_config(d, train_steps=2, eval_every=2, checkpoint_every=2))
-    return str(d)
-
-
 def _paired_gap(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
                           timeout=240, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
                                                 CUDA_VISIBLE_DEVICES=""))
 
 
-def test_the_script_restores_two_finished_runs_and_prints_their_gap(finished, tmp_path):
-    """The command of docs/stability.md end to end: each run's last checkpoint restored and
-    evaluated, the gap printed in its documented form and written to --json."""
-    out = tmp_path / "gap.json"
-    p = _paired_gap(f"--a={finished}", f"--b={finished}", f"--json={out}")
+def test_the_script_restores_two_finished_runs_and_prints_their_gap(finished_run, tmp_path):
+    """The command of docs/stability.md end to end, in this process (its main as `python SCRIPT`
+    runs it): each run's last checkpoint restored and evaluated, the gap printed in its
+    documented form and written to --json."""
+    out, finished = tmp_path / "gap.json", str(finished_run)
+    p = run_main("../experiments/stability/paired_gap.py", f"--a={finished}", f"--b={finished}",
+                 f"--json={out}")
     assert p.returncode == 0, p.stderr[-2000:]
     lines = p.stdout.splitlines()
-    assert re.fullmatch(rf"a: {re.escape(finished)} at step 2: \d+\.\d\d% top-1 error \(\d+ "
+    assert re.fullmatch(rf"a: {re.escape(finished)} at step 4: \d+\.\d\d% top-1 error \(\d+ "
                         r"images\)", lines[0]), lines
     assert re.fullmatch(r"A - B, paired by image \(\d+ images, 1 seeds a side\): \+0\.00 points "
                         r"\[\+0\.00, \+0\.00\] \(95% interval\)", lines[-1]), lines
