@@ -133,6 +133,23 @@ def fashion_mnist_prepared(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def fashion_mnist_slice(tmp_path_factory):
+    """A tfds data directory of a slice of the real Fashion-MNIST (the first 512 training and 256
+    test photographs of Debian's idx files), prepared once a session as run/prepare_data.py
+    prepares the whole: for tests that train or read a few batches of real images."""
+    from resnet_nobn.data import fashion_mnist
+    if not os.path.isdir(fashion_mnist.SOURCE):
+        pytest.skip(f"{fashion_mnist.SOURCE} is missing: apt-get install dataset-fashion-mnist")
+
+    def make(where):
+        from tests.helpers import write_idx
+        train, test = (fashion_mnist.read_split(fashion_mnist.SOURCE, s) for s in ("train", "test"))
+        idx = write_idx(str(where / "idx"), [a[:512] for a in train], [a[:256] for a in test])
+        fashion_mnist.builder(str(where / "tfds"), idx).download_and_prepare()
+    return str(_made_once(tmp_path_factory, "fashion_mnist_slice", make) / "tfds")
+
+
+@pytest.fixture(scope="session")
 def fashion_mnist_tfds(fashion_mnist_prepared):
     """The tfds data directory of `fashion_mnist_prepared`: the whole Fashion-MNIST."""
     return fashion_mnist_prepared[0]

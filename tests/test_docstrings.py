@@ -149,12 +149,12 @@ def test_help_of_recipes_lists_only_its_public_functions():
 @pytest.mark.parametrize("name", [n for n, obj in SYMBOLS.items() if examples(obj)])
 def test_the_examples_run(name, tmp_path, monkeypatch, request):
     """Each example as written, in a directory of its own; tfds' default data directory is the
-    session's prepared Fashion-MNIST where an example reads it (load_dataset's), else one of its
-    own: never the user's."""
+    session's slice of the real Fashion-MNIST where an example reads it (load_dataset's), else
+    one of its own: never the user's."""
     import tensorflow_datasets as tfds
     monkeypatch.chdir(tmp_path)
     code = "".join(examples(SYMBOLS[name]))
-    data = (request.getfixturevalue("fashion_mnist_tfds") if 'load_dataset("fashion_mnist"' in code
+    data = (request.getfixturevalue("fashion_mnist_slice") if 'load_dataset("fashion_mnist"' in code
             else str(tmp_path / "tensorflow_datasets"))
     monkeypatch.setattr(tfds.core.constants, "DATA_DIR", data)
     for code in examples(SYMBOLS[name]):

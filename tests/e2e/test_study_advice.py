@@ -18,7 +18,6 @@ from resnet_nobn.study import launcher, report
 
 pytestmark = pytest.mark.slow
 
-FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 ARGS = [*TINY_NET, "--batch_size=32", "--lr_boundaries=", "--log_every=10", "--checkpoint_every=10",
         "--eval_every=20", "--run_timeout=900"]
 # learning rate 2.0 diverges within 20 steps on these images, 0.02 trains
@@ -27,19 +26,11 @@ DIVERGING = "norm-none_init-identity_head-random_blocks-1_lr-2.0"
 TRAINING = "norm-none_init-identity_head-random_blocks-1_lr-0.02"
 
 
-@pytest.fixture(scope="module")
-def images(tmp_path_factory):
-    """A tfds fashion_mnist directory of 512 training and 256 test photographs of Fashion-MNIST,
-    prepared as run/prepare_data.py does (from idx files)."""
-    if not os.path.isdir(FASHION_MNIST):
-        pytest.skip(f"{FASHION_MNIST} is missing: apt-get install dataset-fashion-mnist")
-    from helpers import write_idx
-    from resnet_nobn.data import fashion_mnist
-    out = tmp_path_factory.mktemp("fmnist")
-    train, test = (fashion_mnist.read_split(FASHION_MNIST, s) for s in ("train", "test"))
-    idx = write_idx(str(out / "idx"), [a[:512] for a in train], [a[:256] for a in test])
-    fashion_mnist.builder(str(out / "tfds"), idx).download_and_prepare()
-    return str(out / "tfds")
+@pytest.fixture
+def images(fashion_mnist_slice):
+    """A tfds fashion_mnist directory of 512 training and 256 test photographs of Fashion-MNIST
+    (the session's, tests/conftest.py)."""
+    return fashion_mnist_slice
 
 
 def _run_dir(root, name):
