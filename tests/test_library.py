@@ -360,12 +360,15 @@ def test_the_library_pages_code_runs_as_printed_and_learns(tmp_path, fashion_mni
 
 
 @pytest.mark.slow
-def test_the_example_script_fits_and_saves(tmp_path):
-    p = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py"), "--synthetic",
-                 "--steps=4", "--batch_size=16", "--train_size=40", "--test_size=32",
-                 "--widths=8,16,32", f"--save={tmp_path / 'm.keras'}"], tmp_path)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert re.search(r"test accuracy [\d.]+ +loss [\d.]+ +after 4 steps", p.stdout), p.stdout
+def test_the_example_script_fits_and_saves(tmp_path, monkeypatch, capsys):
+    import runpy
+    script = os.path.join(ROOT, "examples", "fit_fashion_mnist.py")
+    monkeypatch.setattr(sys, "argv", [script, "--synthetic", "--steps=4", "--batch_size=16",
+                                      "--train_size=40", "--test_size=32", "--widths=8,16,32",
+                                      f"--save={tmp_path / 'm.keras'}"])
+    runpy.run_path(script, run_name="__main__")  # in this process, as `python script` runs it
+    out = capsys.readouterr().out
+    assert re.search(r"test accuracy [\d.]+ +loss [\d.]+ +after 4 steps", out), out
     assert (tmp_path / "m.keras").exists()
     too_short = _python([os.path.join(ROOT, "examples", "fit_fashion_mnist.py"), "--steps=3"],
                         tmp_path)
