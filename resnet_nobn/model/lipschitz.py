@@ -101,14 +101,23 @@ class BranchBounds:
     def _adjoint(conv, kernel, y, shape):
         return tf.nn.conv2d_transpose(y, kernel, shape, conv.strides, "SAME")
 
-    def _sigma(self, conv, shape, vector, iterations):
-        """Spectral norm of `conv` by `iterations` power iterations from `vector` (updated)."""
-        kernel = tf.cast(conv.kernel, tf.float32)
-        v = vector.read_value()
-        for _ in tf.range(iterations):
-            v = _normalize(self._adjoint(conv, kernel, self._apply(conv, kernel, v), shape))
-        vector.assign(v)
-        return tf.norm(self._apply(conv, kernel, v))
+    def _sigmas(self, iterations):
+        """The spectral norm of every convolution (C1, C2 of each block, in order) by `iterations`
+        power iterations from its persistent vector (updated): one loop for all of them, each
+        vector iterated on its own convolution alone."""
+        convs = [pair for block in self.convs for pair in block]
+        kernels = [tf.cast(conv.kernel, tf.float32) for conv, _ in convs]
+
+        def iteration(i, *vs):
+            return (i + 1, *[_normalize(self._adjoint(conv, k, self._apply(conv, k, v), shape))
+                             for (conv, shape), k, v in zip(convs, kernels, vs)])
+        iterations = tf.convert_to_tensor(iterations)
+        _, *vs = tf.while_loop(lambda i, *_: i < iterations, iteration,
+                               (tf.zeros([], iterations.dtype),
+                                *[vector.read_value() for vector in self.vectors]))
+        for vector, v in zip(self.vectors, vs):
+            vector.assign(v)
+        return [tf.norm(self._apply(conv, k, v)) for (conv, _), k, v in zip(convs, kernels, vs)]
 
     def bounds(self, iterations=None):
         """[|scale| ||C2||_2 ||C1||_2 per block], each norm from `iterations` power iterations
@@ -116,10 +125,10 @@ class BranchBounds:
         if iterations is None:
             iterations = tf.where(self.calls == 0, self.warmup, self.per_call)
         self.calls.assign_add(1)
+        sigmas = self._sigmas(iterations)
         out = []
-        for b, ((c1, s1), (c2, s2)), k in zip(self.blocks, self.convs, range(0, 2 * len(self.blocks), 2)):
-            bound = (self._sigma(c1, s1, self.vectors[k], iterations)
-                     * self._sigma(c2, s2, self.vectors[k + 1], iterations))
+        for j, b in enumerate(self.blocks):
+            bound = sigmas[2 * j] * sigmas[2 * j + 1]
             if getattr(b, "branch_scale", None) is not None:
                 bound = bound * tf.abs(tf.cast(b.scale, tf.float32))
             out.append(bound)
