@@ -15,14 +15,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from resnet_nobn.config import TrainConfig  # noqa: E402
+from resnet_nobn.config import ModelConfig, TrainConfig  # noqa: E402
 from resnet_nobn.data.datasets import DATASETS  # noqa: E402
-from resnet_nobn.config import ModelConfig  # noqa: E402
-from resnet_nobn.data.cifar import InMemoryInput  # noqa: E402
-from resnet_nobn.training.trainer import Trainer  # noqa: E402
 
 
 def _time_steps(trainer, iterator, steps):
@@ -38,6 +32,7 @@ def _time_steps(trainer, iterator, steps):
 
 
 def model_throughput(args):
+    from resnet_nobn.training.trainer import Trainer
     trainers, iterators = {}, {}
     for norm in ("none", "batch"):
         model = ModelConfig(num_classes=100, blocks_per_stage=(args.blocks_per_stage,) * 3,
@@ -58,6 +53,10 @@ def model_throughput(args):
 
 
 def pipeline_throughput(args):
+    import numpy as np
+    import tensorflow as tf
+
+    from resnet_nobn.data.cifar import InMemoryInput
     rng = np.random.default_rng(0)
     train = (rng.integers(0, 256, (50_000, 32, 32, 3), dtype=np.uint8),
              rng.integers(0, 100, 50_000).astype(np.int32))
@@ -86,6 +85,7 @@ def main():
     for name in ("batch_size", "blocks_per_stage", "steps", "rounds", "warmup", "pipeline_batches"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be positive")
+    import tensorflow as tf  # after the flags: --help and a bad flag answer at once
 
     print(f"TF {tf.__version__}, {os.cpu_count()} CPU cores, GPUs: "
           f"{len(tf.config.list_physical_devices('GPU'))}", flush=True)

@@ -98,7 +98,7 @@ def test_a_worker_other_than_the_chief_that_fails_stops_the_launcher_at_once(las
 
 @pytest.mark.slow
 def test_ctrl_c_gives_the_workers_the_sigterm_grace_to_save():
-    proc = _launch(FAKE_SAVE="12")  # a save longer than the 10 s the launcher once gave Ctrl-C
+    proc = _launch(FAKE_SAVE="11")  # a save longer than the 10 s the launcher once gave Ctrl-C
     out, _ = signal_when(proc, lambda lines: sum("ready" in l for l in lines) == 2, signal.SIGINT,
                          wait=60)
     assert proc.returncode == 130, out
