@@ -116,14 +116,12 @@ def fashion_mnist_prepared(tmp_path_factory):
     """run/prepare_data.py --dataset=fashion_mnist, run once a session in process with every HTTP(S)
     request refused (tests.helpers.no_network_env): it prepares the whole Fashion-MNIST from
     Debian's idx files into a tfds data directory. (that directory, what the command printed on
-    stdout). Tests read it as a user's tfds directory holds it (docs/library.md's blocks,
-    load_dataset's example); tests of the preparation's other cases prepare their own."""
+    stdout). A test reads it as a user's tfds directory holds it (docs/library.md's blocks);
+    tests of the preparation's other cases prepare their own."""
     from tests.helpers import no_network_env, run_main
 
     def make(where):
-        with no_network_env() as env, pytest.MonkeyPatch.context() as patch:
-            for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
-                patch.delenv(k, raising=False)
+        with no_network_env() as env:
             proc = run_main("prepare_data.py", "--dataset=fashion_mnist",
                             f"--data_dir={where / 'tfds'}", env=env)
         assert proc.returncode == 0, proc.stderr
@@ -147,9 +145,3 @@ def fashion_mnist_slice(tmp_path_factory):
         idx = write_idx(str(where / "idx"), [a[:512] for a in train], [a[:256] for a in test])
         fashion_mnist.builder(str(where / "tfds"), idx).download_and_prepare()
     return str(_made_once(tmp_path_factory, "fashion_mnist_slice", make) / "tfds")
-
-
-@pytest.fixture(scope="session")
-def fashion_mnist_tfds(fashion_mnist_prepared):
-    """The tfds data directory of `fashion_mnist_prepared`: the whole Fashion-MNIST."""
-    return fashion_mnist_prepared[0]

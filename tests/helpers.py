@@ -122,16 +122,22 @@ def _absl_only(state):
     return state
 
 
+def proxied_env(proxy):
+    """{variable: value} that sends every HTTP(S) request through `proxy` (a URL): the proxy
+    variables set, no_proxy and all_proxy None (run_main removes a variable given as None)."""
+    return {**{k: proxy for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")},
+            **dict.fromkeys(("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"))}
+
+
 @contextlib.contextmanager
 def no_network_env():
-    """{variable: value} of HTTP(S) proxies at a local port that refuses connections (a socket
-    bound there but not listening), while the block runs: with them, no download can succeed,
-    whatever this machine's network. The caller also drops no_proxy and all_proxy."""
+    """`proxied_env` of a local port that refuses connections (a socket bound there but not
+    listening), while the block runs: with it, no download can succeed, whatever this machine's
+    network."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
     try:
-        yield {k: proxy for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
+        yield proxied_env(f"http://127.0.0.1:{sock.getsockname()[1]}")
     finally:
         sock.close()
 
@@ -141,9 +147,10 @@ def run_main(script, *args, env=None, timeout=None):
     (its module executed as __main__, absl's flags parsed from argv, its exit status from
     SystemExit, an uncaught exception its traceback on stderr and status 1); returns a
     CompletedProcess of (argv, exit status, stdout, stderr), file descriptors 1 and 2 captured
-    too. `env`: variables set for the call. Afterwards absl's flags, the environment, sys.argv,
-    sys.path and the signal handlers are as they were, so that the next call defines its
-    entry point's flags again. `timeout` is run_cli's, unused (the test's own timeout holds)."""
+    too. `env`: variables set for the call (a value None removes one). Afterwards absl's flags,
+    the environment, sys.argv, sys.path and the signal handlers are as they were, so that the
+    next call defines its entry point's flags again. `timeout` is run_cli's, unused (the test's
+    own timeout holds)."""
     import contextlib
     import io
     import runpy
@@ -166,7 +173,11 @@ def run_main(script, *args, env=None, timeout=None):
     saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
     status = 0
     try:
-        os.environ.update(env or {})
+        for k, v in (env or {}).items():  # None: the variable removed
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         sys.path.insert(0, os.path.dirname(path))  # run/, as `python run/x.py` has it
         os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
         sys.stdout, sys.stderr = (

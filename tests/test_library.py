@@ -327,13 +327,13 @@ def _image_folder(root, classes=((0, "t_shirt"), (1, "trouser"), (8, "bag")), si
 
 
 @pytest.mark.slow
-def test_the_library_pages_code_runs_as_printed_and_learns(tmp_path, fashion_mnist_tfds):
+def test_the_library_pages_code_runs_as_printed_and_learns(tmp_path, fashion_mnist_prepared):
     """docs/library.md's blocks, as printed, in fresh processes: the first model leaves chance on
     Fashion-MNIST within its 400 steps and loads in another process without custom_objects; the
     folder's model leaves chance on a folder of PNGs; the recipe block (run after it, in the same
     process) prints what it says."""
     first, load, folder, recipe = _blocks("library.md")
-    env = dict(ENV, TFDS_DATA_DIR=fashion_mnist_tfds)  # tfds' default directory, prepared there
+    env = dict(ENV, TFDS_DATA_DIR=fashion_mnist_prepared[0])  # tfds' default directory, prepared
     def run(code):
         return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=900)

@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from bench import step_overhead
-from bench.step_overhead import ROWS
 from tests.helpers import ROOT
 
 SCRIPT = os.path.join(ROOT, "bench", "step_overhead.py")
@@ -19,7 +18,7 @@ def test_it_prints_each_row_as_a_ratio_to_the_plain_loop(monkeypatch, capsys):
     step_overhead.main()  # in this process: the script's own main, as `python SCRIPT` runs it
     out = capsys.readouterr().out
     summary = out.split("ratio to the plain loop over 1 repeat(s)")[1].splitlines()[2:]
-    assert [line.split("  ")[1].strip() for line in summary] == list(ROWS), out
+    assert [line.split("  ")[1].strip() for line in summary] == list(step_overhead.ROWS), out
     assert summary[0].split()[-4:] == ["1.00", "(1.00-1.00)", "1.00", "(1.00-1.00)"], summary[0]
 
 

@@ -12,4 +12,4 @@ def no_network():
     (tests.helpers.no_network_env): no download can succeed, whatever this machine's network."""
     with no_network_env() as proxies:
         env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "all_proxy")}
-        yield dict(env, **proxies)
+        yield {k: v for k, v in {**env, **proxies}.items() if v is not None}

@@ -16,16 +16,10 @@ ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=",
         "--eval_every=4", "--train_steps=4"]
 
 
-def _quiet(env, **extra):
-    return dict(env, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **extra)
-
-
-def _offline(monkeypatch, script, *args, **env):
+def _offline(script, *args, **env):
     """run/<script> args in this process (tests.helpers.run_main) with every HTTP(S) request
     refused (tests.helpers.no_network_env) and `env` set."""
     with no_network_env() as proxies:
-        for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
-            monkeypatch.delenv(k, raising=False)
         return run_main(script, *args, env=dict(proxies, **env))
 
 
@@ -210,12 +204,12 @@ def test_real_cifar10_class_names_are_not_a_mismatch(tmp_path):
     ["prepare_data.py", "--dataset=cifar10"],  # --data_dir made by the command
 ])
 def test_an_offline_download_leaves_nothing_behind_and_names_the_offline_routes(
-        tmp_path, monkeypatch, command):
+        tmp_path, command):
     tfds_home = tmp_path / "home" / "tfds"
     script, *args = command
     args += ([f"--model_dir={tmp_path / 'run'}"] if script == "cifar_train.py"
              else [f"--data_dir={tfds_home}"])
-    proc = _offline(monkeypatch, script, *args, TFDS_DATA_DIR=str(tfds_home))
+    proc = _offline(script, *args, TFDS_DATA_DIR=str(tfds_home))
     (line,) = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and line.startswith("error: could not download"), proc.stderr
     assert "--use_synthetic_data" in line and "--dataset=fashion_mnist" in line, line
@@ -224,13 +218,12 @@ def test_an_offline_download_leaves_nothing_behind_and_names_the_offline_routes(
     assert not (tmp_path / "run").exists()
 
 
-def test_an_offline_download_into_an_existing_directory_removes_only_what_it_made(
-        tmp_path, monkeypatch):
+def test_an_offline_download_into_an_existing_directory_removes_only_what_it_made(tmp_path):
     data = tmp_path / "tfds"
     (data / "other").mkdir(parents=True)
     (data / "downloads" / "manual").mkdir(parents=True)
     (data / "downloads" / "manual" / "keep.tar").write_text("x")
-    proc = _offline(monkeypatch, "prepare_data.py", "--dataset=cifar100", f"--data_dir={data}")
+    proc = _offline("prepare_data.py", "--dataset=cifar100", f"--data_dir={data}")
     assert proc.returncode == 2, proc.stderr
     left = sorted(str(p.relative_to(data)) for p in data.rglob("*"))
     assert left == ["downloads", "downloads/manual", "downloads/manual/keep.tar", "other"], left

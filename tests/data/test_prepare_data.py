@@ -10,7 +10,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from tests.helpers import no_network_env, run_main, write_cifar10
+from tests.helpers import no_network_env, proxied_env, run_main, write_cifar10
 
 
 def _env(**extra):
@@ -118,15 +118,12 @@ def test_imagenet_without_its_archives_is_one_line_naming_where_they_go(tmp_path
     ["cifar_train.py", "--dataset=cifar100"],  # no --data_dir: tfds downloads into its default
     ["prepare_data.py", "--dataset=cifar10"],
 ])
-def test_no_network_is_one_line_in_seconds_not_minutes_of_retries(tmp_path, monkeypatch,
-                                                                  command):
+def test_no_network_is_one_line_in_seconds_not_minutes_of_retries(tmp_path, command):
     """tfds alone retries for 204 s before it gives up; this test's timeout is 90 s."""
     script, *args = command
     args += [f"--model_dir={tmp_path / 'run'}"] if script == "cifar_train.py" else \
         [f"--data_dir={tmp_path / 'tfds'}"]
     with no_network_env() as proxies:
-        for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
-            monkeypatch.delenv(k, raising=False)
         proc = run_main(script, *args, env=dict(proxies, TFDS_DATA_DIR=str(tmp_path / "tfds")))
     line = _one_error_line(proc)
     name = command[1].split("=")[1]
@@ -210,7 +207,7 @@ def test_an_imagenet_archive_that_is_no_tar_file_is_named(tmp_path, archive, con
 
 
 @pytest.mark.slow
-def test_a_proxy_that_never_answers_ends_in_one_line_naming_host_and_proxy(tmp_path, monkeypatch):
+def test_a_proxy_that_never_answers_ends_in_one_line_naming_host_and_proxy(tmp_path):
     """The proxy's socket accepts connections (the kernel completes them: it listens) and never
     answers. Each network wait is bounded (here 1 s, RESNET_NOBN_DOWNLOAD_TIMEOUT; 10 s by
     default)."""
@@ -219,13 +216,10 @@ def test_a_proxy_that_never_answers_ends_in_one_line_naming_host_and_proxy(tmp_p
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(k, raising=False)
-    env = {k: proxy for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
     start = time.monotonic()
     try:
         proc = run_main("prepare_data.py", "--dataset=cifar10", f"--data_dir={tmp_path / 'tfds'}",
-                        env=dict(env, RESNET_NOBN_DOWNLOAD_TIMEOUT="1"))
+                        env=dict(proxied_env(proxy), RESNET_NOBN_DOWNLOAD_TIMEOUT="1"))
     finally:
         sock.close()
     line = _one_error_line(proc)

@@ -26,13 +26,6 @@ DIVERGING = "norm-none_init-identity_head-random_blocks-1_lr-2.0"
 TRAINING = "norm-none_init-identity_head-random_blocks-1_lr-0.02"
 
 
-@pytest.fixture
-def images(fashion_mnist_slice):
-    """A tfds fashion_mnist directory of 512 training and 256 test photographs of Fashion-MNIST
-    (the session's, tests/conftest.py)."""
-    return fashion_mnist_slice
-
-
 def _run_dir(root, name):
     return os.path.join(root, "fashion_mnist", name, "seed-0")
 
@@ -59,12 +52,12 @@ def _check_report(root, steps):
 
 
 @pytest.mark.timeout(900)  # about a minute on an idle 2-core machine
-def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, tmp_path,
-                                                                       monkeypatch):
+def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(
+        fashion_mnist_slice, tmp_path, monkeypatch):
     study_runs_in_process(monkeypatch)
     root = str(tmp_path / "study")
-    args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}", "--train_steps=30",
-            *ARGS, *GRID]
+    args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={fashion_mnist_slice}",
+            "--train_steps=30", *ARGS, *GRID]
     first = run_main("ablate.py", *args)
     assert first.returncode == 2, first.stdout + first.stderr
     assert "diverged (exit 2) at step" in first.stdout and "retry with: --" in first.stdout
@@ -81,13 +74,13 @@ def test_a_study_on_real_images_follows_the_advice_of_its_diverged_run(images, t
 
 
 @pytest.mark.timeout(900)  # about a minute on an idle 2-core machine
-def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_command(images, tmp_path,
-                                                                                  monkeypatch):
+def test_a_study_on_real_images_killed_in_the_middle_resumes_with_the_same_command(
+        fashion_mnist_slice, tmp_path, monkeypatch):
     """The study and its run killed are processes; the study then resumed runs in process. The
     run that trains comes first here: it is killed, and the resumed study continues it, then
     runs the one that diverges and follows its advice."""
     root = str(tmp_path / "study")
-    args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={images}",
+    args = [f"--root={root}", "--dataset=fashion_mnist", f"--data_dir={fashion_mnist_slice}",
             "--train_steps=100", *ARGS, "--vary_learning_rate=0.02,2.0",
             "--follow_retry_advice"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")

@@ -17,7 +17,7 @@ import pytest
 
 import test_replicas
 from resnet_nobn.training import local_cluster
-from tests.helpers import NEEDS_BFLOAT16, TINY, bfloat16_convolutions
+from tests.helpers import NEEDS_BFLOAT16, TINY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -230,8 +230,9 @@ def worker_runs(tmp_path_factory, one_device_runs):
     """WORKER_RUNS trained by 2 workers on loopback (one launch), and the same runs on one device
     (the session's, tests/conftest.py `one_device_runs`)."""
     tmp = tmp_path_factory.mktemp("workers")
-    runs = {name: kw for name, kw in WORKER_RUNS.items()  # an AVX2-only CPU: no bfloat16 run, its
-            if "bfloat16" not in name or bfloat16_convolutions()}  # test skipped (NEEDS_BFLOAT16)
+    # the configurations the CPU trained on one device (an AVX2-only CPU: no bfloat16 run, its
+    # test skipped: NEEDS_BFLOAT16)
+    runs = {name: WORKER_RUNS[name] for name in one_device_runs}
     dump = tmp / "dump"
     dump.mkdir()
     ports = local_cluster.free_ports(2)
