@@ -12,12 +12,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-# Must happen before TensorFlow initialises its devices; one_device runs use /cpu:0 only.
-_cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(
-    _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+
+def _xdist_controller(config):
+    """Whether this process is the controller of `-n N`: it hands the tests to its workers
+    (xdist's own test of its distribution mode, and not a worker, which has `workerinput`)."""
+    return (config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+            and not config.getoption("collectonly") and not hasattr(config, "workerinput"))
+
+
+def pytest_configure(config):
+    """Two logical CPU devices, before TensorFlow initialises its devices (one_device runs use
+    /cpu:0 only), in the process that runs tests: not in the controller of `-n 2`, which runs
+    none and so starts without loading TensorFlow."""
+    if _xdist_controller(config):
+        return
+    import tensorflow as tf
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 
 
 
