@@ -21,7 +21,7 @@ def main():
     parser.add_argument("--widths", default="16,32,64", help="channels of each stage")
     parser.add_argument("--blocks_per_stage", type=int, default=1, help="blocks in every stage")
     parser.add_argument("--steps", type=int, default=400, help="training steps")
-    parser.add_argument("--batch_size", type=int, default=64, help="images per step")
+    parser.add_argument("--batch_size", type=int, default=32, help="images per step")
     parser.add_argument("--learning_rate", type=float, default=0.1, help="the initial rate")
     parser.add_argument("--clip_norm", type=float, default=1.0,
                         help="the gradient's global norm bound (0: none; docs/stability.md)")
