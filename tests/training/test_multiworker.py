@@ -183,7 +183,7 @@ def test_port_in_use_is_reported(tmp_path):
 def test_unreachable_peer_fails_in_bounded_time(tmp_path):
     ports = local_cluster.free_ports(2)  # the peer on ports[1] is never started
     code, err, elapsed = _run_one(local_cluster.tf_config(ports, 0), tmp_path,
-                                  env={"RESNET_NOBN_CONNECT_TIMEOUT": "5"})
+                                  env={"RESNET_NOBN_CONNECT_TIMEOUT": "2"})
     assert code != 0 and "could not reach all peers" in err, err
     assert elapsed < 60
     assert not (tmp_path / "bad").exists()  # nothing written
