@@ -82,6 +82,15 @@ def test_the_training_split_is_the_run_s_stream(fashion):
     assert first.num_examples == N_TRAIN
 
 
+def test_both_splits_leave_autotuning_off_so_that_fit_returns_at_once(fashion):
+    """With tf.data's autotuning on, `model.fit` on the training stream returned seconds after
+    its last step, idle (resnet_nobn/data/library_input.py `_described`)."""
+    data_dir, _ = fashion
+    for split in ("train", "test"):
+        ds = resnet_nobn.load_dataset("fashion_mnist", split, batch_size=8, data_dir=data_dir)
+        assert ds.options().autotune.enabled is False, split
+
+
 @pytest.mark.slow
 def test_an_image_classifier_fits_on_it_and_its_backbone_gives_the_features(fashion):
     data_dir, _ = fashion
