@@ -22,7 +22,7 @@ import tempfile
 from resnet_nobn.cli import flag_text
 from resnet_nobn.config import STRATEGIES
 from resnet_nobn.errors import UserError, first_line
-from resnet_nobn.training.tf_config import check_port_free, parse_tf_config, timeouts
+from resnet_nobn.training.tf_config import this_task, timeouts
 
 # --------------------------------------------------------------------------------------------
 # The strategy, its devices and the chief
@@ -165,8 +165,7 @@ def connect_multi_worker():
     from tensorflow.python.eager import context
 
     connect_timeout, heartbeat_timeout = timeouts()
-    cluster, task_type, task_id = parse_tf_config()
-    check_port_free(cluster[task_type][task_id])
+    cluster, task_type, task_id = this_task()
     peers = sum(len(v) for v in cluster.values())
     # TensorFlow's coordination service: registration and heartbeat timeouts. MWMS configures it
     # itself with defaults (wait for the cluster for an hour or more) unless it is configured first.

@@ -28,9 +28,8 @@ def main(argv):
         cfg = cli.config_from_flags(flags.FLAGS)
         tf_config.timeouts()  # RESNET_NOBN_*_TIMEOUT checked on every run, TF_CONFIG or not
         plan = None
-        if cluster.wants_multi_worker(cfg.strategy):  # said before TensorFlow loads:
-            spec, task_type, task_id = tf_config.parse_tf_config()  # TF_CONFIG,
-            tf_config.check_port_free(spec[task_type][task_id])  # and this task's port
+        if cluster.wants_multi_worker(cfg.strategy):
+            tf_config.this_task()  # TF_CONFIG and this task's port: said before TensorFlow loads
         else:  # the run directory read once; a finished run re-run is said at once, nothing built
             run = rundir.read(cfg.model_dir)
             if cfg.eval_only or run.config is not None or run.config_unreadable:

@@ -103,6 +103,14 @@ def _split_address(address, job="?"):
     return host.strip("[]"), int(port)
 
 
+def this_task():
+    """(cluster dict, task_type, task_id) from TF_CONFIG (`parse_tf_config`), this task's port
+    checked free (`check_port_free`): what a multi-worker run checks before TensorFlow starts."""
+    cluster, task_type, task_id = parse_tf_config()
+    check_port_free(cluster[task_type][task_id])
+    return cluster, task_type, task_id
+
+
 def check_port_free(address):
     """UserError if this task's port cannot be bound (another process listens on it)."""
     _, port = _split_address(address)
