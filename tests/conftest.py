@@ -127,16 +127,15 @@ def pytest_runtest_setup(item):
 @pytest.fixture(scope="session")
 def fashion_mnist_prepared(tmp_path_factory):
     """run/prepare_data.py --dataset=fashion_mnist, run once a session in process with every HTTP(S)
-    request refused (tests.helpers.no_network_env): it prepares the whole Fashion-MNIST from
+    request refused (tests.helpers.run_offline): it prepares the whole Fashion-MNIST from
     Debian's idx files into a tfds data directory. (that directory, what the command printed on
     stdout). A test reads it as a user's tfds directory holds it (docs/library.md's blocks);
     tests of the preparation's other cases prepare their own."""
-    from tests.helpers import no_network_env, run_main
+    from tests.helpers import run_offline
 
     def make(where):
-        with no_network_env() as env:
-            proc = run_main("prepare_data.py", "--dataset=fashion_mnist",
-                            f"--data_dir={where / 'tfds'}", env=env)
+        proc = run_offline("prepare_data.py", "--dataset=fashion_mnist",
+                           f"--data_dir={where / 'tfds'}")
         assert proc.returncode == 0, proc.stderr
         (where / "stdout.txt").write_text(proc.stdout)
     where = _made_once(tmp_path_factory, "fashion_mnist_prepared", make)

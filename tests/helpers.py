@@ -142,6 +142,13 @@ def no_network_env():
         sock.close()
 
 
+def run_offline(script, *args, **env):
+    """`run_main(script, *args)` with every HTTP(S) request refused (`no_network_env`) and the
+    variables `env` set."""
+    with no_network_env() as proxies:
+        return run_main(script, *args, env=dict(proxies, **env))
+
+
 def run_main(script, *args, env=None, timeout=None):
     """Runs run/<script> with `args` in this process, as `python run/<script> args` would run it
     (its module executed as __main__, absl's flags parsed from argv, its exit status from

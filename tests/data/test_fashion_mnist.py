@@ -9,18 +9,11 @@ import os
 import numpy as np
 import pytest
 
-from tests.helpers import TINY_NET, no_network_env, run_main, write_cifar10, write_idx
+from tests.helpers import TINY_NET, no_network_env, run_main, run_offline, write_cifar10, write_idx
 
 DEBIAN = "/usr/share/datasets/fashion-mnist"
 ARGS = [*TINY_NET, "--batch_size=8", "--learning_rate=0.01", "--lr_boundaries=", "--log_every=2",
         "--eval_every=4", "--train_steps=4"]
-
-
-def _offline(script, *args, **env):
-    """run/<script> args in this process (tests.helpers.run_main) with every HTTP(S) request
-    refused (tests.helpers.no_network_env) and `env` set."""
-    with no_network_env() as proxies:
-        return run_main(script, *args, env=dict(proxies, **env))
 
 
 def _fake_idx(directory, n_train=24, n_test=12, seed=0):
@@ -209,7 +202,7 @@ def test_an_offline_download_leaves_nothing_behind_and_names_the_offline_routes(
     script, *args = command
     args += ([f"--model_dir={tmp_path / 'run'}"] if script == "cifar_train.py"
              else [f"--data_dir={tfds_home}"])
-    proc = _offline(script, *args, TFDS_DATA_DIR=str(tfds_home))
+    proc = run_offline(script, *args, TFDS_DATA_DIR=str(tfds_home))
     (line,) = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and line.startswith("error: could not download"), proc.stderr
     assert "--use_synthetic_data" in line and "--dataset=fashion_mnist" in line, line
@@ -223,7 +216,7 @@ def test_an_offline_download_into_an_existing_directory_removes_only_what_it_mad
     (data / "other").mkdir(parents=True)
     (data / "downloads" / "manual").mkdir(parents=True)
     (data / "downloads" / "manual" / "keep.tar").write_text("x")
-    proc = _offline("prepare_data.py", "--dataset=cifar100", f"--data_dir={data}")
+    proc = run_offline("prepare_data.py", "--dataset=cifar100", f"--data_dir={data}")
     assert proc.returncode == 2, proc.stderr
     left = sorted(str(p.relative_to(data)) for p in data.rglob("*"))
     assert left == ["downloads", "downloads/manual", "downloads/manual/keep.tar", "other"], left
@@ -249,18 +242,16 @@ def test_prepare_data_prepares_debians_fashion_mnist_whole_without_network(fashi
 
 
 def test_without_debians_files_fashion_mnist_is_downloaded_and_offline_says_how_to_get_it(
-        tmp_path, monkeypatch, no_network):
+        tmp_path, monkeypatch):
     from resnet_nobn.data import fashion_mnist, prepare
     from resnet_nobn.errors import UserError
     monkeypatch.setattr(fashion_mnist, "SOURCE", str(tmp_path / "not-installed"))
-    for k in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(k, raising=False)
-    for k, v in no_network.items():
-        if k.lower().endswith("_proxy"):
-            monkeypatch.setenv(k, v)
     data = tmp_path / "data"
     data.mkdir()
-    with pytest.raises(UserError, match=r"could not download fashion_mnist .*apt-get install "
-                                        r"dataset-fashion-mnist.*--manual_dir.*--use_synthetic"):
+    with no_network_env() as proxies, pytest.raises(
+            UserError, match=r"could not download fashion_mnist .*apt-get install "
+                             r"dataset-fashion-mnist.*--manual_dir.*--use_synthetic"):
+        for k, v in proxies.items():  # None: the variable removed
+            monkeypatch.delenv(k, raising=False) if v is None else monkeypatch.setenv(k, v)
         prepare.prepare(prepare.tfds_builder("fashion_mnist", str(data)))
     assert os.listdir(data) == []  # the directory was there before: only what it made is gone

@@ -10,7 +10,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from tests.helpers import no_network_env, proxied_env, run_main, write_cifar10
+from tests.helpers import proxied_env, run_main, run_offline, write_cifar10
 
 
 def _env(**extra):
@@ -123,8 +123,7 @@ def test_no_network_is_one_line_in_seconds_not_minutes_of_retries(tmp_path, comm
     script, *args = command
     args += [f"--model_dir={tmp_path / 'run'}"] if script == "cifar_train.py" else \
         [f"--data_dir={tmp_path / 'tfds'}"]
-    with no_network_env() as proxies:
-        proc = run_main(script, *args, env=dict(proxies, TFDS_DATA_DIR=str(tmp_path / "tfds")))
+    proc = run_offline(script, *args, TFDS_DATA_DIR=str(tmp_path / "tfds"))
     line = _one_error_line(proc)
     name = command[1].split("=")[1]
     assert line.startswith(f"error: could not download {name} ("), line
